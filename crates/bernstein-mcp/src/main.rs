@@ -1,0 +1,3 @@
+//! The `bernstein-mcp` binary.
+
+fn main() {}

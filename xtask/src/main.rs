@@ -1,0 +1,3 @@
+//! See <https://github.com/matklad/cargo-xtask/>.
+
+fn main() {}
