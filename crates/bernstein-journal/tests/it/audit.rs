@@ -1,0 +1,1 @@
+//! Audit-chain golden vectors and properties.

@@ -1,0 +1,6 @@
+//! The one integration-test binary of `bernstein-journal`: golden vectors from Bernstein 3.23
+//! under `fixtures/vectors/`, and cross-process behaviour.
+
+mod audit;
+mod run_journal;
+mod support;

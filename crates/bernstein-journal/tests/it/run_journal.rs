@@ -1,0 +1,1 @@
+//! Run-journal and run-handle golden vectors.
