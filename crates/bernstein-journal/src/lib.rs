@@ -8,7 +8,9 @@
 //!   verifier with the reference's tear model);
 //! * [`key`]: locating and loading the audit master key and deriving per-store keys;
 //! * [`run_journal`]: run journals under `.sdd/runs/<run_id>/journal.jsonl` (both hash profiles);
-//! * [`handle`]: the Tasks-extension run handle projected from a journal and the chain head.
+//! * [`handle`]: the Tasks-extension run handle projected from a journal and the chain head;
+//! * [`identity`]: Ed25519 signing identities (PKCS#8 / SPKI PEM) and signature encodings;
+//! * [`mailbox`] and [`dlp`]: the signed, HMAC-chained worker mailbox and its redaction rules.
 //!
 //! Architecture invariant: the journal knows no transport, no MCP message and no task store. It
 //! reads no environment variable: callers pass key locations in explicitly ([`key::KeyLocator`]).
@@ -16,9 +18,12 @@
 
 pub mod audit;
 pub mod crypto;
+pub mod dlp;
 mod error;
 pub mod handle;
+pub mod identity;
 pub mod key;
+pub mod mailbox;
 pub mod run_journal;
 
 pub use error::Error;
