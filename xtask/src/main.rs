@@ -1,3 +1,38 @@
 //! See <https://github.com/matklad/cargo-xtask/>.
+//!
+//! Project automation for bernstein-mcp, run as `cargo xtask <command>`:
+//!
+//! * `tidy`: repository hygiene and crate layering (also run by `cargo test`).
 
-fn main() {}
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("tidy") => tidy::run(),
+        _ => {
+            eprintln!("usage: cargo xtask <tidy>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root, from this crate's manifest directory.
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The cargo that runs us, so nested invocations use the same toolchain.
+fn cargo() -> std::process::Command {
+    std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
