@@ -63,6 +63,24 @@ pub enum Error {
     /// A record to append cannot be written in the required format.
     #[error("cannot encode record: {0}")]
     Encode(String),
+    /// An existing run journal cannot be extended without corrupting its chain (torn tail,
+    /// unparsable rows, a chain that does not recompute, or an unknown hash profile).
+    #[error("cannot append to {path}: {reason}")]
+    JournalUnusable {
+        /// The journal file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An input document (a presented run handle, an evidence bundle, a work-ledger row) does not
+    /// have the shape its reader requires.
+    #[error("malformed {what}: {reason}")]
+    Malformed {
+        /// Which kind of document.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Error {
