@@ -8,4 +8,16 @@
 //! It must not know about MCP, JSON-RPC or any transport: it is driven by the tool handlers, and
 //! it reaches the evidence files only through `bernstein-journal`.
 //!
-//! The crate is filled by the task-coordinator issue; until then it only states its boundary.
+//! * [`lifecycle`]: [`TaskStatus`], the legal transition table and the named status sets the
+//!   gates and routes are projected from.
+//! * [`model`]: the [`Task`] record, safe [`TaskId`]s and their validation.
+//! * [`plan`]: plan-mode cost estimates and the SHA-256 rendering hash an approval is bound to.
+
+mod error;
+pub mod lifecycle;
+pub mod model;
+pub mod plan;
+
+pub use error::{Error, FieldProblem};
+pub use lifecycle::TaskStatus;
+pub use model::{Complexity, NewTask, Scope, Task, TaskId};
