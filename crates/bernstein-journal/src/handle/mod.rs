@@ -1,0 +1,500 @@
+//! The Tasks-extension run handle (`core/protocols/mcp/tasks_extension.RunHandle`, FORMATS
+//! §3.3) and `bernstein_run_status`'s projection of it.
+//!
+//! A handle is not server state: its status is a fold of the run journal ([`status`]), its
+//! `journalHead` is the journal's last `event_hash` (read without verifying the journal, as
+//! the reference does), and it embeds the audit-chain head the caller read. `receiptHash`
+//! digests all of that, so a forged status or head fails [`verify_handle`].
+//!
+//! # Resolving a polled identifier
+//!
+//! `bernstein_run` hands a host two identifiers: the task id (`abc123`) and the run id naming
+//! its journal (`task-abc123` = [`task_run_id`]). [`resolve_run_journal`] maps either to one run:
+//!
+//! 1. the id as given, when `.sdd/runs/<id>/journal.jsonl` is a file;
+//! 2. otherwise `task_run_id(id)`, when that journal is a file;
+//! 3. otherwise (no journal yet) — **different from the reference**, which answers with the id
+//!    as given here, so the two forms projected different handles until the journal appeared:
+//!    * an id that already has the task-run shape (starts with `task-`) is taken as given;
+//!    * any other id is taken as a task id and resolves to `task_run_id(id)` (when that is a
+//!      valid, contained run id; else the id as given).
+//!
+//! So `bernstein_run_status("abc123")` and `bernstein_run_status("task-abc123")` project the
+//! identical handle (`taskId` = `runId` = `task-abc123`) both before and after the journal
+//! exists, and the resolved id does not change when the journal is created. The rule assumes
+//! task ids do not themselves start with `task-` (the task server mints 12 hex digits); a task
+//! id that does keeps resolving as in the reference once its journal exists. A non-task run id
+//! that does not start with `task-` and has no journal yet resolves to `task-<id>` until its
+//! journal appears. The id as given must pass the journal barrier in every case, as in the
+//! reference ([`crate::Error::InvalidRunId`] / [`crate::Error::Containment`]).
+
+mod evidence;
+mod ledger;
+mod progress;
+mod status;
+mod wire;
+
+pub use evidence::read_evidence_counts;
+pub use ledger::read_ledger_task_state;
+pub use progress::{
+    EVENT_CHECKPOINT, EVENT_DIFF_CAPTURED, EVENT_REVIEW_DECISION, PROGRESS_SCHEMA_VERSION,
+    ProgressInputs, ProgressVector, fold_progress, is_terminal_phase, phase_ordinal,
+    project_progress,
+};
+pub use status::{TaskStatus, project_events, project_task_status};
+pub use wire::render_indent2;
+
+use crate::crypto::sha256_hex;
+use crate::run_journal::{
+    journal_head, load_journal, python_str_repr, run_journal_path, task_run_id,
+};
+use crate::{Error, Result};
+use bernstein_protocol::SPEC_REVISION;
+use bernstein_protocol::encoding::base64_std;
+use bernstein_protocol::pyjson::{Dialect, Object, Value};
+use std::path::{Path, PathBuf};
+
+/// A pollable, verifiable handle for a long-running run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHandle {
+    /// The Tasks-extension task id (`bernstein_run_status` sets it to the resolved run id).
+    pub task_id: String,
+    /// The run whose journal the handle projects.
+    pub run_id: String,
+    /// The journal's status fold.
+    pub status: TaskStatus,
+    /// The journal's last non-empty `event_hash` (`""` for no rows).
+    pub journal_head: String,
+    /// The audit-chain head embedded at projection time.
+    pub chain_head: String,
+    /// The pinned Tasks-extension revision ([`SPEC_REVISION`]).
+    pub spec_revision: String,
+    /// The ingested W3C trace id (MCP never sets one: `""`).
+    pub trace_id: String,
+    /// A carried progress vector (the MCP tool never attaches one; the API route does).
+    pub progress: Option<ProgressVector>,
+}
+
+impl RunHandle {
+    /// Projects a handle from journal rows and the current audit-chain head
+    /// (`RunHandle.from_journal`), with no trace id and no progress.
+    pub fn from_journal(
+        task_id: &str,
+        run_id: &str,
+        rows: &[Object],
+        chain_head: &str,
+    ) -> RunHandle {
+        RunHandle {
+            task_id: task_id.to_owned(),
+            run_id: run_id.to_owned(),
+            status: project_task_status(rows),
+            journal_head: journal_head(rows),
+            chain_head: chain_head.to_owned(),
+            spec_revision: SPEC_REVISION.to_owned(),
+            trace_id: String::new(),
+            progress: None,
+        }
+    }
+
+    /// The same handle carrying `progress`.
+    #[must_use]
+    pub fn with_progress(mut self, progress: Option<ProgressVector>) -> RunHandle {
+        self.progress = progress;
+        self
+    }
+
+    /// The same handle carrying `trace_id`.
+    #[must_use]
+    pub fn with_trace_id(mut self, trace_id: &str) -> RunHandle {
+        trace_id.clone_into(&mut self.trace_id);
+        self
+    }
+
+    /// Whether the status is terminal.
+    pub fn is_terminal(&self) -> bool {
+        self.status.is_terminal()
+    }
+
+    /// The carried vector's hash, or `""` without one.
+    pub fn progress_hash(&self) -> String {
+        self.progress
+            .as_ref()
+            .map(ProgressVector::vector_hash)
+            .unwrap_or_default()
+    }
+
+    /// `sha256_hex(PY-COMPACT-ASCII({chain_head, journal_head, progress_hash, run_id,
+    /// spec_revision, status, task_id, trace_id}))`.
+    pub fn receipt_hash(&self) -> String {
+        receipt_hash_of(self, &self.progress_hash())
+    }
+
+    /// `base64_std(PY-COMPACT-ASCII({"run_id", "spec_revision", "task_id"}))`.
+    pub fn poll_token(&self) -> String {
+        let state = Object::new()
+            .with("task_id", self.task_id.as_str())
+            .with("run_id", self.run_id.as_str())
+            .with("spec_revision", self.spec_revision.as_str());
+        base64_std(
+            Value::Object(state)
+                .dumps(Dialect::PY_COMPACT_ASCII)
+                .as_bytes(),
+        )
+    }
+
+    /// The wire body, keys in the reference's order: `taskId, runId, status, journalHead,
+    /// chainHead, specRevision, traceId, receiptHash, pollToken, progress, progressHash`.
+    pub fn to_wire_object(&self) -> Object {
+        Object::new()
+            .with("taskId", self.task_id.as_str())
+            .with("runId", self.run_id.as_str())
+            .with("status", self.status.as_str())
+            .with("journalHead", self.journal_head.as_str())
+            .with("chainHead", self.chain_head.as_str())
+            .with("specRevision", self.spec_revision.as_str())
+            .with("traceId", self.trace_id.as_str())
+            .with("receiptHash", self.receipt_hash())
+            .with("pollToken", self.poll_token())
+            .with(
+                "progress",
+                self.progress
+                    .as_ref()
+                    .map(|p| Value::Object(p.to_wire_object()))
+                    .unwrap_or(Value::Null),
+            )
+            .with("progressHash", self.progress_hash())
+    }
+
+    /// Exactly what the reference tool returns with the cost meter off:
+    /// `json.dumps(wire, indent=2)`.
+    pub fn render_run_status_body(&self) -> String {
+        render_indent2(&Value::Object(self.to_wire_object()))
+    }
+}
+
+fn receipt_hash_of(handle: &RunHandle, progress_hash: &str) -> String {
+    let preimage = Object::new()
+        .with("task_id", handle.task_id.as_str())
+        .with("run_id", handle.run_id.as_str())
+        .with("status", handle.status.as_str())
+        .with("journal_head", handle.journal_head.as_str())
+        .with("chain_head", handle.chain_head.as_str())
+        .with("spec_revision", handle.spec_revision.as_str())
+        .with("trace_id", handle.trace_id.as_str())
+        .with("progress_hash", progress_hash);
+    sha256_hex(
+        Value::Object(preimage)
+            .dumps(Dialect::PY_COMPACT_ASCII)
+            .as_bytes(),
+    )
+}
+
+/// Which rule of [`resolve_run_journal`] picked the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Rule 1: the id names an existing journal.
+    ExistingJournal,
+    /// Rule 2: `task_run_id(id)` names an existing journal.
+    TaskJournal,
+    /// Rule 3: no journal yet; the id is a task id and resolves to `task_run_id(id)`.
+    TaskRunIdWithoutJournal,
+    /// Rule 3: no journal yet; the id is taken as given.
+    AsGivenWithoutJournal,
+}
+
+impl Resolution {
+    /// Whether the resolved journal file existed.
+    pub fn journal_exists(self) -> bool {
+        matches!(self, Resolution::ExistingJournal | Resolution::TaskJournal)
+    }
+}
+
+/// A polled identifier resolved to one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedRun {
+    /// The run id the handle projects (both `taskId` and `runId`).
+    pub run_id: String,
+    /// Its containment-checked journal path (which may not exist).
+    pub journal_path: PathBuf,
+    /// The rule that decided.
+    pub resolution: Resolution,
+}
+
+/// Resolves a polled identifier to a run (see the module docs for the rule).
+///
+/// # Errors
+///
+/// [`Error::InvalidRunId`] / [`Error::Containment`] when the id *as given* cannot name a
+/// journal (the reference refuses those polls too).
+pub fn resolve_run_journal(project_root: &Path, id: &str) -> Result<ResolvedRun> {
+    let direct = run_journal_path(project_root, id)?;
+    if direct.is_file() {
+        return Ok(ResolvedRun {
+            run_id: id.to_owned(),
+            journal_path: direct,
+            resolution: Resolution::ExistingJournal,
+        });
+    }
+    let derived_id = task_run_id(id);
+    // As in the reference, a derived id that cannot name a journal is simply not a candidate.
+    let derived = run_journal_path(project_root, &derived_id).ok();
+    if let Some(path) = &derived
+        && path.is_file()
+    {
+        return Ok(ResolvedRun {
+            run_id: derived_id,
+            journal_path: path.clone(),
+            resolution: Resolution::TaskJournal,
+        });
+    }
+    match derived {
+        Some(path) if !id.starts_with("task-") => Ok(ResolvedRun {
+            run_id: derived_id,
+            journal_path: path,
+            resolution: Resolution::TaskRunIdWithoutJournal,
+        }),
+        _ => Ok(ResolvedRun {
+            run_id: id.to_owned(),
+            journal_path: direct,
+            resolution: Resolution::AsGivenWithoutJournal,
+        }),
+    }
+}
+
+/// `bernstein_run_status`'s projection: resolve `id`, read the journal tolerantly (without
+/// verifying it), and project the handle with `taskId` = `runId` = the resolved id, embedding
+/// `chain_head` (the audit chain's reading 2, supplied by the caller).
+///
+/// # Errors
+///
+/// As [`resolve_run_journal`], plus [`Error::Io`] when the journal exists but cannot be read.
+pub fn project_run_handle(project_root: &Path, id: &str, chain_head: &str) -> Result<RunHandle> {
+    let resolved = resolve_run_journal(project_root, id)?;
+    let loaded = load_journal(&resolved.journal_path)?;
+    Ok(RunHandle::from_journal(
+        &resolved.run_id,
+        &resolved.run_id,
+        &loaded.rows,
+        chain_head,
+    ))
+}
+
+/// A handle as a client presents it: the fields plus the digests it states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PresentedHandle {
+    /// The presented fields.
+    pub handle: RunHandle,
+    /// The stated `receiptHash`, if any.
+    pub receipt_hash: Option<String>,
+    /// The stated `pollToken`, if any.
+    pub poll_token: Option<String>,
+    /// The stated `progressHash`, if any.
+    pub progress_hash: Option<String>,
+}
+
+impl PresentedHandle {
+    /// Reads a handle wire body. A `{"result": {...}}` envelope (the cost meter's) is unwrapped.
+    /// `specRevision` defaults to [`SPEC_REVISION`] and `traceId` to `""`, as in the reference
+    /// verifier.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Malformed`] when the body is not an object, a required string field
+    /// (`taskId`, `runId`, `status`, `journalHead`, `chainHead`) is missing, the status is not
+    /// a Tasks-extension status, or a carried progress vector is malformed.
+    pub fn from_wire(value: &Value) -> Result<PresentedHandle> {
+        let malformed = |reason: String| Error::Malformed {
+            what: "run handle",
+            reason,
+        };
+        let mut object = value
+            .as_object()
+            .ok_or_else(|| malformed("the handle is not a JSON object".to_owned()))?;
+        if let Some(inner) = object.get("result").and_then(Value::as_object) {
+            object = inner;
+        }
+        let required = |key: &str| -> Result<String> {
+            object
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| malformed(format!("{key} must be a string")))
+        };
+        let optional = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
+        let status_text = required("status")?;
+        let status = TaskStatus::from_wire(&status_text).ok_or_else(|| {
+            malformed(format!(
+                "status {} is not a Tasks-extension status",
+                python_str_repr(&status_text)
+            ))
+        })?;
+        let progress = match object.get("progress") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(progress)) => Some(ProgressVector::from_wire(progress)?),
+            Some(_) => return Err(malformed("progress must be an object or null".to_owned())),
+        };
+        Ok(PresentedHandle {
+            handle: RunHandle {
+                task_id: required("taskId")?,
+                run_id: required("runId")?,
+                status,
+                journal_head: required("journalHead")?,
+                chain_head: required("chainHead")?,
+                spec_revision: optional("specRevision").unwrap_or_else(|| SPEC_REVISION.to_owned()),
+                trace_id: optional("traceId").unwrap_or_default(),
+                progress,
+            },
+            receipt_hash: optional("receiptHash"),
+            poll_token: optional("pollToken"),
+            progress_hash: optional("progressHash"),
+        })
+    }
+}
+
+/// The outcome of a handle check: every problem found, in the reference's wording where the
+/// reference has one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HandleVerification {
+    /// Every mismatch, in check order.
+    pub problems: Vec<String>,
+}
+
+impl HandleVerification {
+    /// No problem was found.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// The reference's `(ok, reason)` tuple: the verdict and the first problem.
+    pub fn first_problem(&self) -> Option<&str> {
+        self.problems.first().map(String::as_str)
+    }
+}
+
+/// Checks that a presented handle is a faithful projection of the run journal `rows`
+/// (`verify_handle`): the status fold, the journal head, the carried progress against the
+/// authoritative vector, the stated `progressHash`, the stated `receiptHash` against the
+/// re-projected handle, and the stated `pollToken`. Every mismatch is reported.
+pub fn verify_handle(
+    presented: &PresentedHandle,
+    rows: &[Object],
+    authoritative_progress: Option<&ProgressVector>,
+) -> HandleVerification {
+    let handle = &presented.handle;
+    let mut problems = Vec::new();
+    let expected_status = project_task_status(rows);
+    if handle.status != expected_status {
+        problems.push(format!(
+            "status {} does not match journal projection {}",
+            python_str_repr(handle.status.as_str()),
+            python_str_repr(expected_status.as_str())
+        ));
+    }
+    let expected_head = journal_head(rows);
+    if handle.journal_head != expected_head {
+        problems.push("journal_head does not match the run journal".to_owned());
+    }
+    let carried_hash = handle.progress_hash();
+    let mut projected_progress_hash = carried_hash.clone();
+    if handle.progress.is_some() {
+        match authoritative_progress {
+            None => problems.push(
+                "handle carries progress but no authoritative progress vector was supplied"
+                    .to_owned(),
+            ),
+            Some(authoritative) => {
+                projected_progress_hash = authoritative.vector_hash();
+                if carried_hash != projected_progress_hash {
+                    problems.push(
+                        "progress vector does not match the authoritative projection".to_owned(),
+                    );
+                }
+            }
+        }
+    }
+    if let Some(stated) = &presented.progress_hash
+        && *stated != carried_hash
+    {
+        problems.push("progressHash does not match the carried progress vector".to_owned());
+    }
+    let projected = RunHandle {
+        status: expected_status,
+        journal_head: expected_head,
+        ..handle.clone()
+    };
+    match &presented.receipt_hash {
+        Some(stated) if *stated == receipt_hash_of(&projected, &projected_progress_hash) => {}
+        Some(_) => problems.push("receipt_hash does not match the projected handle".to_owned()),
+        None => problems.push("the handle states no receiptHash".to_owned()),
+    }
+    if let Some(stated) = &presented.poll_token
+        && *stated != handle.poll_token()
+    {
+        problems.push("pollToken does not match the handle identity".to_owned());
+    }
+    HandleVerification { problems }
+}
+
+/// Checks a handle's embedded chain head against the audited run
+/// (`verify_handle_chain_head`): the audit chain must verify (`chain_ok`) **and** its current
+/// MAC-valid head (reading 1) must equal the embedded head. Because it compares against the
+/// *current* head, it fails as soon as anything is appended to the chain after the poll.
+pub fn verify_handle_chain_head(
+    handle: &RunHandle,
+    chain_ok: bool,
+    current_chain_head: &str,
+) -> HandleVerification {
+    let mut problems = Vec::new();
+    if !chain_ok {
+        problems.push("audit chain does not verify".to_owned());
+    }
+    if handle.chain_head != current_chain_head {
+        problems.push("embedded chain_head does not match the audit chain head".to_owned());
+    }
+    HandleVerification { problems }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_handle_matches_the_reference_vector() {
+        // MCP_SURFACE §4.3: id task-does-not-exist, empty heads.
+        let handle = RunHandle::from_journal("task-does-not-exist", "task-does-not-exist", &[], "");
+        assert_eq!(
+            handle.receipt_hash(),
+            "fc75ed7d14f1d02791d27e67d32777eae302cec4aacc0c8ea37710119e5a779c"
+        );
+        assert_eq!(
+            handle.poll_token(),
+            "eyJydW5faWQiOiJ0YXNrLWRvZXMtbm90LWV4aXN0Iiwic3BlY19yZXZpc2lvbiI6IjIwMjYtMDctMjgiLCJ0YXNrX2lkIjoidGFzay1kb2VzLW5vdC1leGlzdCJ9"
+        );
+        assert_eq!(handle.status, TaskStatus::Working);
+    }
+
+    #[test]
+    fn chain_head_check_reports_both_problems() {
+        let handle = RunHandle::from_journal("r", "r", &[], "abc");
+        assert!(verify_handle_chain_head(&handle, true, "abc").ok());
+        let report = verify_handle_chain_head(&handle, false, "def");
+        assert_eq!(
+            report.problems,
+            vec![
+                "audit chain does not verify",
+                "embedded chain_head does not match the audit chain head"
+            ]
+        );
+    }
+
+    #[test]
+    fn wire_round_trip_verifies() {
+        let handle = RunHandle::from_journal("r", "r", &[], "abc").with_trace_id("t");
+        let presented =
+            PresentedHandle::from_wire(&Value::Object(handle.to_wire_object())).unwrap();
+        assert_eq!(presented.handle, handle);
+        assert!(verify_handle(&presented, &[], None).ok());
+        let wrapped = Value::Object(Object::new().with("result", handle.to_wire_object()));
+        assert_eq!(PresentedHandle::from_wire(&wrapped).unwrap(), presented);
+    }
+}

@@ -1,0 +1,244 @@
+//! Run ids, task-derived run ids, and the containment barrier for paths built from them.
+//!
+//! A run id reaches us from an MCP client, so it names a directory only after two checks:
+//! the allowlist (`^[A-Za-z0-9_.-]{1,64}$`, not `.` or `..`) and realpath containment. The
+//! reference (`core/security/path_containment.contained_path`) resolves the candidate with
+//! `os.path.realpath` (following symlinks, tolerating missing components) and requires it to
+//! sit strictly below the *resolved* `.sdd/runs`. Because the base is resolved too, a `runs`
+//! (or `.sdd`) directory that is itself a symlink out of the project passes the reference; we
+//! additionally require the resolved runs directory to stay inside the resolved project root.
+
+use crate::{Error, Result};
+use std::path::{Component, Path, PathBuf};
+
+/// File name of a run journal inside `.sdd/runs/<run_id>/`.
+pub const JOURNAL_FILENAME: &str = "journal.jsonl";
+
+/// Longest run id the journal barrier accepts, in characters (all ASCII).
+pub const MAX_RUN_ID_LEN: usize = 64;
+
+/// Longest composed path the reference accepts (`MAX_PATH_BYTES`, Linux `PATH_MAX`).
+const MAX_PATH_BYTES: usize = 4096;
+
+/// How many symlinks one resolution may follow before it is treated as a loop (Linux `MAXSYMLINKS`).
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Checks that `run_id` can name a journal directory: `^[A-Za-z0-9_.-]{1,64}$` and not `.` or
+/// `..`. Returns the id unchanged.
+///
+/// # Errors
+///
+/// [`Error::InvalidRunId`] naming the rule that failed.
+pub fn validate_run_id(run_id: &str) -> Result<&str> {
+    let refuse = |reason: &'static str| Error::InvalidRunId {
+        id: run_id.to_owned(),
+        reason,
+    };
+    if run_id.is_empty() {
+        return Err(refuse("must not be empty"));
+    }
+    if run_id == "." || run_id == ".." {
+        return Err(refuse("must not be '.' or '..'"));
+    }
+    if !run_id.bytes().all(is_run_id_byte) {
+        return Err(refuse(
+            "only ASCII letters, digits, '_', '.' and '-' are allowed",
+        ));
+    }
+    if run_id.len() > MAX_RUN_ID_LEN {
+        return Err(refuse("longer than 64 characters"));
+    }
+    Ok(run_id)
+}
+
+fn is_run_id_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')
+}
+
+/// The journal run id Bernstein derives from a task id (`checkpoint_retry.task_run_id`).
+///
+/// Every character (Unicode code point, not byte) outside ASCII `[A-Za-z0-9._-]` becomes `-`,
+/// then `task-` is prefixed; an empty id becomes `task-unknown`. Nothing caps the length, so
+/// the result of a task id longer than 59 characters is not a valid run id.
+pub fn task_run_id(task_id: &str) -> String {
+    if task_id.is_empty() {
+        return "task-unknown".to_owned();
+    }
+    let mut out = String::with_capacity(task_id.len() + 5);
+    out.push_str("task-");
+    out.extend(task_id.chars().map(|c| {
+        if c.is_ascii() && is_run_id_byte(c as u8) {
+            c
+        } else {
+            '-'
+        }
+    }));
+    out
+}
+
+/// `<project_root>/.sdd/runs`, unresolved.
+pub fn runs_dir(project_root: &Path) -> PathBuf {
+    project_root.join(".sdd").join("runs")
+}
+
+/// The containment-checked journal path of `run_id`: `.sdd/runs/<run_id>/journal.jsonl`
+/// resolved through every symlink, proven to sit below the resolved runs directory, which is
+/// itself proven to sit inside the resolved project root. Nothing is created or written.
+///
+/// The returned path is the resolved one; open the file through it, never through a raw join.
+///
+/// # Errors
+///
+/// [`Error::InvalidRunId`] for an id outside the allowlist; [`Error::Containment`] when the run
+/// directory, the journal file or the runs directory resolves outside its base, or the path is
+/// longer than 4096 bytes.
+pub fn run_journal_path(project_root: &Path, run_id: &str) -> Result<PathBuf> {
+    validate_run_id(run_id)?;
+    contained_path(
+        project_root,
+        &runs_dir(project_root),
+        &[run_id, JOURNAL_FILENAME],
+    )
+}
+
+/// Joins plain `segments` under `base`, resolves symlinks, and proves the result is strictly
+/// below the resolved `base`, and that the resolved `base` is inside the resolved
+/// `project_root`. The segments must already be validated single path components.
+pub(crate) fn contained_path(
+    project_root: &Path,
+    base: &Path,
+    segments: &[&str],
+) -> Result<PathBuf> {
+    let display: PathBuf = segments.iter().collect();
+    let root_real = realpath(project_root);
+    let base_real = realpath(base);
+    if !base_real.starts_with(&root_real) {
+        return Err(Error::Containment {
+            path: base.join(&display),
+            reason: format!(
+                "{} resolves outside the project root",
+                base.strip_prefix(project_root).unwrap_or(base).display()
+            ),
+        });
+    }
+    let candidate = realpath(&base_real.join(&display));
+    if candidate == base_real || !candidate.starts_with(&base_real) {
+        return Err(Error::Containment {
+            path: base.join(&display),
+            reason: format!("{} resolves outside its base directory", display.display()),
+        });
+    }
+    if candidate.as_os_str().len() > MAX_PATH_BYTES {
+        return Err(Error::Containment {
+            path: base.join(&display),
+            reason: format!("the resolved path is longer than {MAX_PATH_BYTES} bytes"),
+        });
+    }
+    Ok(candidate)
+}
+
+/// Python's `os.path.realpath(path)` (non-strict): an absolute path with every existing symlink
+/// followed and `.`/`..` folded, where components that do not exist are kept as written.
+///
+/// A symlink loop (more than 40 hops) stops resolution and keeps the rest of the path as
+/// written, as Python does.
+pub(crate) fn realpath(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    // Components still to walk, in reverse order so `pop` yields the next one.
+    let mut pending: Vec<std::ffi::OsString> = Vec::new();
+    push_components(&mut pending, &absolute);
+    let mut resolved = PathBuf::from("/");
+    let mut hops = 0usize;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            resolved.pop();
+            continue;
+        }
+        if name == "." || name.is_empty() {
+            continue;
+        }
+        let next = resolved.join(&name);
+        let is_link = std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            resolved = next;
+            continue;
+        }
+        hops += 1;
+        let target = match std::fs::read_link(&next) {
+            Ok(target) if hops <= MAX_SYMLINK_HOPS => target,
+            _ => {
+                // A loop or an unreadable link: keep the remainder literally, like Python.
+                resolved = next;
+                while let Some(rest) = pending.pop() {
+                    resolved.push(rest);
+                }
+                return resolved;
+            }
+        };
+        if target.is_absolute() {
+            resolved = PathBuf::from("/");
+        }
+        push_components(&mut pending, &target);
+    }
+    resolved
+}
+
+/// Pushes the named components of `path` onto `pending` so that they pop in path order.
+fn push_components(pending: &mut Vec<std::ffi::OsString>, path: &Path) {
+    let names: Vec<std::ffi::OsString> = path
+        .components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    pending.extend(names.into_iter().rev());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_id_allowlist() {
+        let check = |id: &str, ok: bool| assert_eq!(validate_run_id(id).is_ok(), ok, "{id:?}");
+        check("task-t-42", true);
+        check("a.b_c-D9", true);
+        check(&"x".repeat(64), true);
+        check(&"x".repeat(65), false);
+        check("", false);
+        check(".", false);
+        check("..", false);
+        check("...", true);
+        check("a/b", false);
+        check("a\\b", false);
+        check("a\0b", false);
+        check("a b", false);
+        check("caf\u{e9}", false);
+        check("x\n", false);
+    }
+
+    #[test]
+    fn task_run_id_replaces_each_code_point() {
+        let check = |task: &str, expect: &str| assert_eq!(task_run_id(task), expect, "{task:?}");
+        check("t-42", "task-t-42");
+        check("a/b c", "task-a-b-c");
+        check("caf\u{e9}", "task-caf-");
+        check("\u{65e5}\u{672c}", "task---");
+        check("\u{1f600}", "task--");
+        check("", "task-unknown");
+        check("task-abc", "task-task-abc");
+    }
+
+    #[test]
+    fn realpath_folds_dots_and_keeps_missing_components() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = realpath(dir.path());
+        assert_eq!(realpath(&base.join("a/./b/../c")), base.join("a/c"));
+        std::os::unix::fs::symlink(base.join("target"), base.join("link")).unwrap();
+        assert_eq!(realpath(&base.join("link/x")), base.join("target/x"));
+        std::os::unix::fs::symlink("loop", base.join("loop")).unwrap();
+        assert_eq!(realpath(&base.join("loop/x")), base.join("loop/x"));
+    }
+}

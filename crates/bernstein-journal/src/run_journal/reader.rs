@@ -1,0 +1,208 @@
+//! The tolerant journal reader (`journal.load_events`).
+//!
+//! Physical lines are split the way Python's text mode splits them (universal newlines: `\n`,
+//! `\r` and `\r\n` each end a line), then `.strip()`ped with Python's whitespace set. Blank
+//! lines are skipped. A line that is not valid UTF-8, not JSON, or not a JSON object is
+//! *discarded*: left out of the rows and reported by its 0-based physical line index. Nothing
+//! in the input can make the reader panic; lines of any length are read whole.
+
+use super::python::python_strip;
+use crate::{Error, Result};
+use bernstein_protocol::pyjson::{Object, Value};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+/// Rows a tolerant read accepted and the physical lines it discarded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadedJournal {
+    /// Parsed rows in file order.
+    pub rows: Vec<Object>,
+    /// 0-based physical line indices that were non-blank but not a JSON object.
+    pub discarded_lines: Vec<usize>,
+}
+
+/// A tolerant read plus what the writer needs to know about the file's end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scan {
+    pub(crate) loaded: LoadedJournal,
+    /// Whether the last byte ends a line (or the file is empty). A file ending mid-row would
+    /// glue the next append onto the fragment.
+    pub(crate) ends_on_line_boundary: bool,
+}
+
+/// Reads the journal at `path` tolerantly. A missing file reads as an empty journal, as in the
+/// reference.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the file exists but cannot be read (a directory, no permission).
+pub fn load_journal(path: &Path) -> Result<LoadedJournal> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LoadedJournal::default());
+        }
+        Err(err) => return Err(Error::io("read", path, err)),
+    };
+    scan(file)
+        .map(|scan| scan.loaded)
+        .map_err(|err| Error::io("read", path, err))
+}
+
+/// Parses journal bytes held in memory, with the same rules as [`load_journal`].
+pub fn parse_journal_bytes(bytes: &[u8]) -> LoadedJournal {
+    // Reading from a byte slice cannot fail.
+    scan(bytes).map(|scan| scan.loaded).unwrap_or_default()
+}
+
+/// Scans a whole journal stream.
+pub(crate) fn scan(source: impl Read) -> std::io::Result<Scan> {
+    let mut loaded = LoadedJournal::default();
+    let mut last_byte = None;
+    for_each_physical_line(
+        source,
+        |index, line| {
+            classify_line(&mut loaded, index, line);
+        },
+        &mut last_byte,
+    )?;
+    Ok(Scan {
+        loaded,
+        ends_on_line_boundary: matches!(last_byte, None | Some(b'\n' | b'\r')),
+    })
+}
+
+fn classify_line(loaded: &mut LoadedJournal, index: usize, line: &[u8]) {
+    let Ok(text) = std::str::from_utf8(line) else {
+        // Undecodable bytes survive `.strip()`, so such a line is never blank.
+        loaded.discarded_lines.push(index);
+        return;
+    };
+    let text = python_strip(text);
+    if text.is_empty() {
+        return;
+    }
+    match Value::parse(text) {
+        Ok(Value::Object(row)) => loaded.rows.push(row),
+        _ => loaded.discarded_lines.push(index),
+    }
+}
+
+/// Calls `visit(index, line)` for every physical line (terminator excluded) of `source`,
+/// splitting on `\n`, `\r` and `\r\n`. A final line without a terminator is visited too; an
+/// empty stream has no lines. `last_byte` receives the stream's final byte.
+pub(crate) fn for_each_physical_line(
+    source: impl Read,
+    mut visit: impl FnMut(usize, &[u8]),
+    last_byte: &mut Option<u8>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::with_capacity(64 * 1024, source);
+    let mut line: Vec<u8> = Vec::new();
+    let mut index = 0usize;
+    // True right after a `\r`, so that a following `\n` completes `\r\n` instead of ending an
+    // empty line.
+    let mut after_cr = false;
+    let mut pending_line = false;
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let consumed = chunk.len();
+        *last_byte = chunk.last().copied();
+        let mut start = 0usize;
+        for (at, &byte) in chunk.iter().enumerate() {
+            match byte {
+                b'\n' if after_cr => {
+                    after_cr = false;
+                    start = at + 1;
+                }
+                b'\n' | b'\r' => {
+                    line.extend_from_slice(&chunk[start..at]);
+                    visit(index, &line);
+                    index += 1;
+                    line.clear();
+                    pending_line = false;
+                    after_cr = byte == b'\r';
+                    start = at + 1;
+                }
+                _ => {
+                    after_cr = false;
+                    pending_line = true;
+                }
+            }
+        }
+        line.extend_from_slice(&chunk[start..]);
+        reader.consume(consumed);
+    }
+    if pending_line || !line.is_empty() {
+        visit(index, &line);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8]) -> Vec<(usize, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut last = None;
+        for_each_physical_line(input, |i, l| out.push((i, l.to_vec())), &mut last).unwrap();
+        out
+    }
+
+    #[test]
+    fn universal_newlines_split_like_python_text_mode() {
+        let check = |input: &[u8], expect: &[&[u8]]| {
+            let got: Vec<Vec<u8>> = lines(input).into_iter().map(|(_, l)| l).collect();
+            let expect: Vec<Vec<u8>> = expect.iter().map(|l| l.to_vec()).collect();
+            assert_eq!(got, expect, "{input:?}");
+        };
+        check(b"", &[]);
+        check(b"a", &[b"a"]);
+        check(b"a\n", &[b"a"]);
+        check(b"a\nb", &[b"a", b"b"]);
+        check(b"a\r\nb\rc\n", &[b"a", b"b", b"c"]);
+        check(b"\n\n", &[b"", b""]);
+        check(b"a\r\r\nb", &[b"a", b"", b"b"]);
+        check(b"a\n\rb", &[b"a", b"", b"b"]);
+    }
+
+    #[test]
+    fn crlf_split_across_buffer_boundary_is_one_terminator() {
+        let mut input = vec![b'x'; 64 * 1024 - 1];
+        input.extend_from_slice(b"\r\ny");
+        let got = lines(&input);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1], (1, b"y".to_vec()));
+    }
+
+    #[test]
+    fn classification_of_lines() {
+        let input = b"{\"a\": 1}\n\n   \n[1]\nnot json\n\xff\xfe\n{\"b\": 2}\r\n\x00\n\"s\"\n \x0c{\"c\": 3}\x1c";
+        let loaded = parse_journal_bytes(input);
+        assert_eq!(loaded.rows.len(), 3);
+        assert_eq!(loaded.discarded_lines, vec![3, 4, 5, 7, 8]);
+    }
+
+    #[test]
+    fn line_boundary_detection() {
+        let check = |input: &[u8], expect: bool| {
+            assert_eq!(
+                scan(input).unwrap().ends_on_line_boundary,
+                expect,
+                "{input:?}"
+            );
+        };
+        check(b"", true);
+        check(b"{}\n", true);
+        check(b"{}\r", true);
+        check(b"{}", false);
+        check(b"{}\n{\"a\"", false);
+    }
+}

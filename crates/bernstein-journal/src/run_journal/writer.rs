@@ -1,0 +1,461 @@
+//! Appending rows to a run journal (`EventJournal.record`), safely across processes.
+//!
+//! Row bytes are PY-ROW (`json.dumps(entry, default=str)`, insertion order) with the keys
+//! `ts, elapsed_s, index, event, prev_hash, payload_hash, event_hash, [hash_profile]`, then the
+//! payload keys in call order. Every row of a `jcs-v2` journal carries `hash_profile`, exactly
+//! as the reference writes it.
+//!
+//! **Clock.** `ts` and `elapsed_s` come from a caller-supplied [`Clock`]. The reference reads
+//! `time.time()` once when the journal object is built (`_start_ts`) and twice per append: once
+//! for `ts`, once more for `elapsed_s = round(now - _start_ts, 3)`. This writer makes the same
+//! three kinds of reading in the same order, so `elapsed_s` is relative to when *this writer*
+//! was opened (per process, not per run), and a stepping clock reproduces the reference
+//! generator's frozen-clock vectors byte for byte.
+//!
+//! **Cross-process safety.** The reference takes no file lock (only a thread lock) and writes
+//! with buffered `open("a")`. We hold an exclusive `flock` on the journal file itself for the
+//! whole read-tail / hash / write / fsync critical section, so no lock file appears in the run
+//! directory and readers are never blocked. Inside the lock the tail is re-read whenever the
+//! file changed since our last append (length or inode), so several processes extend one chain.
+//! Each row goes out as one `write(2)` of `line + "\n"` on an `O_APPEND` descriptor, followed
+//! by `fsync` before the append returns (and an `fsync` of the run directory when the file was
+//! created).
+//!
+//! **Resuming.** Like `EventJournal.resume`, an existing journal is continued only when it is
+//! sound: the next index is the number of rows and `prev_hash` is the last row's `event_hash`.
+//! A torn tail (no final newline), any discarded line, a chain that does not recompute, or an
+//! unknown hash profile refuses the append with [`Error::JournalUnusable`]: extending a poisoned
+//! chain would launder it. The stored profile of an existing journal wins over the profile the
+//! writer was opened with.
+
+use super::hashing::{HashProfile, event_hash, is_excluded_field, payload_hash};
+use super::paths::{run_journal_path, validate_run_id};
+use super::python::python_round3;
+use super::reader::scan;
+use super::verify::{detect_hash_profile, row_str, verify_rows};
+use crate::{Error, Result};
+use bernstein_protocol::pyjson::{Dialect, Object, Value};
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A source of wall-clock readings, in float Unix seconds (Python's `time.time()`).
+pub trait Clock {
+    /// The current time in seconds since the Unix epoch.
+    fn now_unix_seconds(&mut self) -> f64;
+}
+
+/// Any `FnMut() -> f64` is a clock, which keeps deterministic tests one closure long.
+impl<F: FnMut() -> f64> Clock for F {
+    fn now_unix_seconds(&mut self) -> f64 {
+        self()
+    }
+}
+
+/// The system wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_unix_seconds(&mut self) -> f64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_secs_f64())
+            .unwrap_or(0.0)
+    }
+}
+
+/// What one append wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendedRow {
+    /// The row's position (and `index` field).
+    pub index: u64,
+    /// The previous row's `event_hash` (`""` at genesis).
+    pub prev_hash: String,
+    /// The row's `payload_hash`.
+    pub payload_hash: String,
+    /// The row's `event_hash`, the journal's new head.
+    pub event_hash: String,
+    /// The profile the row was hashed with.
+    pub hash_profile: HashProfile,
+    /// The exact line written, without the trailing newline.
+    pub line: String,
+}
+
+/// The chain position at the end of the file, as last seen by this writer.
+#[derive(Debug, Clone)]
+struct Tail {
+    /// `(st_dev, st_ino, st_size)` of the file right after our own append.
+    identity: (u64, u64, u64),
+    next_index: u64,
+    head: String,
+    profile: HashProfile,
+}
+
+/// An appender for one run's journal.
+#[derive(Debug)]
+pub struct JournalWriter<C: Clock = SystemClock> {
+    project_root: PathBuf,
+    run_id: String,
+    new_journal_profile: HashProfile,
+    clock: C,
+    start_ts: f64,
+    tail: Option<Tail>,
+}
+
+impl JournalWriter<SystemClock> {
+    /// Opens a writer on the system clock. See [`JournalWriter::open_with_clock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`JournalWriter::open_with_clock`].
+    pub fn open(
+        project_root: &Path,
+        run_id: &str,
+        new_journal_profile: HashProfile,
+    ) -> Result<JournalWriter<SystemClock>> {
+        JournalWriter::open_with_clock(project_root, run_id, new_journal_profile, SystemClock)
+    }
+}
+
+impl<C: Clock> JournalWriter<C> {
+    /// Opens a writer for `.sdd/runs/<run_id>/journal.jsonl` under `project_root`.
+    ///
+    /// Nothing is created until the first append. `new_journal_profile` applies when the
+    /// journal is empty or absent; an existing journal keeps its own profile. The clock is read
+    /// once now, as the origin of `elapsed_s`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRunId`] or [`Error::Containment`] when the run id cannot name a journal
+    /// inside the project root.
+    pub fn open_with_clock(
+        project_root: &Path,
+        run_id: &str,
+        new_journal_profile: HashProfile,
+        mut clock: C,
+    ) -> Result<JournalWriter<C>> {
+        validate_run_id(run_id)?;
+        run_journal_path(project_root, run_id)?;
+        let start_ts = clock.now_unix_seconds();
+        Ok(JournalWriter {
+            project_root: project_root.to_path_buf(),
+            run_id: run_id.to_owned(),
+            new_journal_profile,
+            clock,
+            start_ts,
+            tail: None,
+        })
+    }
+
+    /// The run this writer appends to.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The containment-checked journal path (re-checked on every append).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Containment`] when the run directory now resolves outside the project.
+    pub fn path(&self) -> Result<PathBuf> {
+        run_journal_path(&self.project_root, &self.run_id)
+    }
+
+    /// Appends one event with `payload` (keys kept in the given order) and returns what was
+    /// written, after it is on stable storage.
+    ///
+    /// # Errors
+    ///
+    /// * [`Error::Encode`] when a payload key collides with the row envelope (`ts`,
+    ///   `elapsed_s`, `index`, `event`, `prev_hash`, `payload_hash`, `event_hash`,
+    ///   `hash_profile`; the reference would silently overwrite the envelope and write a row
+    ///   that cannot verify), or a `jcs-v2` payload holds NaN or an infinity;
+    /// * [`Error::Containment`] when the run directory resolves outside the project (nothing is
+    ///   created or written then);
+    /// * [`Error::JournalUnusable`] when the existing journal cannot be extended soundly;
+    /// * [`Error::Io`] for filesystem failures.
+    pub fn append(&mut self, event: &str, payload: &Object) -> Result<AppendedRow> {
+        if let Some(key) = payload
+            .keys()
+            .find(|key| is_excluded_field(key) || matches!(*key, "event" | "hash_profile"))
+        {
+            return Err(Error::Encode(format!(
+                "payload key {key:?} collides with the journal row envelope"
+            )));
+        }
+        let checked = self.path()?;
+        let run_dir =
+            checked
+                .parent()
+                .map(Path::to_path_buf)
+                .ok_or_else(|| Error::Containment {
+                    path: checked.clone(),
+                    reason: "the journal path has no parent directory".to_owned(),
+                })?;
+        std::fs::create_dir_all(&run_dir).map_err(|err| Error::io("create", &run_dir, err))?;
+        // Re-check after creating directories, so a symlink planted meanwhile is refused too.
+        let path = self.path()?;
+        let existed = path.exists();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(|err| Error::io("open", &path, err))?;
+        file.lock().map_err(|err| Error::io("lock", &path, err))?;
+        let outcome = self.append_locked(&mut file, &path, event, payload);
+        // Closing the descriptor releases the lock; an explicit unlock reports nothing useful.
+        drop(file);
+        if outcome.is_ok() && !existed {
+            sync_directory(&run_dir)?;
+        }
+        outcome
+    }
+
+    fn append_locked(
+        &mut self,
+        file: &mut File,
+        path: &Path,
+        event: &str,
+        payload: &Object,
+    ) -> Result<AppendedRow> {
+        let identity = file_identity(file, path)?;
+        let tail = match &self.tail {
+            Some(tail) if tail.identity == identity => tail.clone(),
+            _ => self.read_tail(file, path, identity)?,
+        };
+
+        let mut hashed = Object::new();
+        if tail.profile != HashProfile::PyJsonV1 {
+            hashed.insert("hash_profile", tail.profile.as_str());
+        }
+        for (key, value) in payload.iter() {
+            hashed.insert(key, value.clone());
+        }
+        let p_hash = payload_hash(tail.profile, event, &hashed)
+            .map_err(|err| Error::Encode(err.to_string()))?;
+        let e_hash = event_hash(tail.profile, &tail.head, event, &p_hash, tail.next_index);
+
+        let ts = self.clock.now_unix_seconds();
+        let elapsed = python_round3(self.clock.now_unix_seconds() - self.start_ts);
+        let mut row = Object::new()
+            .with("ts", ts)
+            .with("elapsed_s", elapsed)
+            .with("index", tail.next_index)
+            .with("event", event)
+            .with("prev_hash", tail.head.as_str())
+            .with("payload_hash", p_hash.as_str())
+            .with("event_hash", e_hash.as_str());
+        if tail.profile != HashProfile::PyJsonV1 {
+            row.insert("hash_profile", tail.profile.as_str());
+        }
+        for (key, value) in payload.iter() {
+            row.insert(key, value.clone());
+        }
+        let line = Value::Object(row).dumps(Dialect::PY_ROW);
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        // One write(2) on an O_APPEND descriptor; `write_all` only loops on a short write.
+        file.write_all(&bytes)
+            .map_err(|err| Error::io("append to", path, err))?;
+        file.sync_all()
+            .map_err(|err| Error::io("fsync", path, err))?;
+
+        let (dev, ino, size) = identity;
+        let written = bytes.len() as u64;
+        self.tail = Some(Tail {
+            identity: (dev, ino, size + written),
+            next_index: tail.next_index + 1,
+            head: e_hash.clone(),
+            profile: tail.profile,
+        });
+        Ok(AppendedRow {
+            index: tail.next_index,
+            prev_hash: tail.head,
+            payload_hash: p_hash,
+            event_hash: e_hash,
+            hash_profile: tail.profile,
+            line,
+        })
+    }
+
+    /// Re-reads the whole journal under the lock and derives the chain tail, refusing a journal
+    /// that cannot be extended soundly.
+    fn read_tail(&self, file: &mut File, path: &Path, identity: (u64, u64, u64)) -> Result<Tail> {
+        let unusable = |reason: String| Error::JournalUnusable {
+            path: path.to_path_buf(),
+            reason,
+        };
+        file.seek(SeekFrom::Start(0))
+            .map_err(|err| Error::io("read", path, err))?;
+        let scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
+        if !scanned.ends_on_line_boundary {
+            return Err(unusable(
+                "the last row is torn (no trailing newline); repair the tail first".to_owned(),
+            ));
+        }
+        let rows = &scanned.loaded.rows;
+        if !scanned.loaded.discarded_lines.is_empty() {
+            let joined: Vec<String> = scanned
+                .loaded
+                .discarded_lines
+                .iter()
+                .map(usize::to_string)
+                .collect();
+            return Err(unusable(format!(
+                "reader discarded physical line(s): {}",
+                joined.join(", ")
+            )));
+        }
+        let profile = if rows.is_empty() {
+            self.new_journal_profile
+        } else {
+            detect_hash_profile(rows)
+                .map_err(|name| unusable(format!("unknown hash_profile {name:?}")))?
+        };
+        let verification = verify_rows(rows);
+        if !verification.chain_consistent {
+            return Err(unusable(format!(
+                "the existing chain does not verify: {}",
+                verification.errors.join("; ")
+            )));
+        }
+        Ok(Tail {
+            identity,
+            next_index: rows.len() as u64,
+            head: rows
+                .last()
+                .map(|row| row_str(row, "event_hash"))
+                .unwrap_or_default(),
+            profile,
+        })
+    }
+}
+
+fn file_identity(file: &File, path: &Path) -> Result<(u64, u64, u64)> {
+    let meta = file
+        .metadata()
+        .map_err(|err| Error::io("stat", path, err))?;
+    Ok((meta.dev(), meta.ino(), meta.size()))
+}
+
+/// Makes a newly created directory entry durable.
+fn sync_directory(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .map_err(|err| Error::io("fsync", dir, err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_journal::{load_journal, verify_journal};
+
+    fn stepping_clock(start: f64) -> impl FnMut() -> f64 {
+        let mut now = start;
+        move || {
+            let value = now;
+            now += 0.25;
+            value
+        }
+    }
+
+    #[test]
+    fn rows_chain_and_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open_with_clock(
+            dir.path(),
+            "run-1",
+            HashProfile::PyJsonV1,
+            stepping_clock(1_780_000_000.0),
+        )
+        .unwrap();
+        let first = writer
+            .append("run_started", &Object::new().with("goal", "x"))
+            .unwrap();
+        assert_eq!(
+            first.line,
+            format!(
+                "{{\"ts\": 1780000000.25, \"elapsed_s\": 0.5, \"index\": 0, \"event\": \"run_started\", \"prev_hash\": \"\", \"payload_hash\": \"{}\", \"event_hash\": \"{}\", \"goal\": \"x\"}}",
+                first.payload_hash, first.event_hash
+            )
+        );
+        let second = writer.append("run_completed", &Object::new()).unwrap();
+        assert_eq!(second.index, 1);
+        assert_eq!(second.prev_hash, first.event_hash);
+        let report = verify_journal(&writer.path().unwrap()).unwrap();
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.head, second.event_hash);
+    }
+
+    #[test]
+    fn envelope_keys_in_the_payload_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        for key in [
+            "ts",
+            "index",
+            "event",
+            "prev_hash",
+            "event_hash",
+            "hash_profile",
+        ] {
+            let err = writer.append("e", &Object::new().with(key, 1)).unwrap_err();
+            assert!(matches!(err, Error::Encode(_)), "{key}: {err}");
+        }
+        assert!(!dir.path().join(".sdd").exists());
+    }
+
+    #[test]
+    fn a_second_writer_resumes_the_chain_and_keeps_the_stored_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = JournalWriter::open(dir.path(), "r", HashProfile::JcsV2).unwrap();
+        first.append("a", &Object::new()).unwrap();
+        let mut second = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let row = second.append("b", &Object::new().with("n", 1)).unwrap();
+        assert_eq!(row.index, 1);
+        assert_eq!(row.hash_profile, HashProfile::JcsV2);
+        first.append("c", &Object::new()).unwrap();
+        let loaded = load_journal(&first.path().unwrap()).unwrap();
+        assert_eq!(loaded.rows.len(), 3);
+        assert!(verify_journal(&first.path().unwrap()).unwrap().ok());
+    }
+
+    #[test]
+    fn unsound_journals_are_not_extended() {
+        let check = |content: &[u8]| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+            let path = writer.path().unwrap();
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, content).unwrap();
+            let err = writer.append("e", &Object::new()).unwrap_err();
+            assert!(
+                matches!(err, Error::JournalUnusable { .. }),
+                "{content:?}: {err}"
+            );
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                content,
+                "file must be untouched"
+            );
+        };
+        check(b"{\"event\": \"x\"}");
+        check(b"garbage\n");
+        check(b"{\"event\": \"x\", \"prev_hash\": \"\", \"event_hash\": \"bad\"}\n");
+        check(b"{\"event\": \"x\", \"hash_profile\": \"v9\"}\n");
+    }
+
+    #[test]
+    fn jcs_refuses_non_finite_payloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::JcsV2).unwrap();
+        let err = writer
+            .append("e", &Object::new().with("x", f64::INFINITY))
+            .unwrap_err();
+        assert!(matches!(err, Error::Encode(_)));
+    }
+}
