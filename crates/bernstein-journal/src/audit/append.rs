@@ -1,0 +1,513 @@
+//! Appending to the chain, compatible with the reference's writers running at the same time.
+//!
+//! An append (the reference's `AuditChainStore.log_with_prev_digest` + `AuditLog.log`):
+//!
+//! 1. takes an exclusive `flock` on `<audit_dir>/.chain.lock` (created with mode 0600, as the
+//!    reference creates it), which serialises every Rust and Python appender of the directory;
+//! 2. takes one clock reading for both the timestamp and the daily segment name;
+//! 3. re-reads the head from disk: the tail of the day segment, scanned backwards. When that
+//!    tail does not verify locally (a crash-torn partial line, bytes failing their MAC, garbage,
+//!    a lost terminator), the tear is first sealed with a `chain.torn_record` record, written
+//!    together with the missing terminator in one write, exactly as the reference seals it; when
+//!    the day segment is new or empty, the head is reading 1 over all segments;
+//! 4. sets `details.prev_chain_digest` to that head, mints the scheme-2 record and writes the
+//!    line and its `\n` in one write, then fsyncs the segment (and the directory when the
+//!    segment is new) before returning.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use bernstein_protocol::encoding::hex;
+use bernstein_protocol::pyjson::{Dialect, Object, Value};
+use ring::digest;
+
+use super::clock::Timestamp;
+use super::head::{TailState, local_tail_state, recovered_head};
+use super::record::{
+    PREV_CHAIN_DIGEST_KEY, Scheme, decode_json_bytes, expected_hmac, parse_record_line, python_str,
+};
+use super::report::TearClass;
+use super::segments::LineReader;
+use super::{EVENT_CHAIN_TORN_RECORD, LOCK_FILE_NAME};
+use crate::key::AuditKey;
+use crate::{Error, Result};
+
+/// An event to append: the caller-chosen fields of a record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEvent {
+    /// Category, e.g. `task.claim_receipt`.
+    pub event_type: String,
+    /// Who or what caused it, e.g. `task_server`.
+    pub actor: String,
+    /// Kind of resource affected, e.g. `task_claim`.
+    pub resource_type: String,
+    /// The affected resource's id.
+    pub resource_id: String,
+    /// Structured data. An anchored append adds `prev_chain_digest` to a copy of it.
+    pub details: Object,
+}
+
+impl AuditEvent {
+    /// An event with the given fields.
+    pub fn new(
+        event_type: impl Into<String>,
+        actor: impl Into<String>,
+        resource_type: impl Into<String>,
+        resource_id: impl Into<String>,
+        details: Object,
+    ) -> AuditEvent {
+        AuditEvent {
+            event_type: event_type.into(),
+            actor: actor.into(),
+            resource_type: resource_type.into(),
+            resource_id: resource_id.into(),
+            details,
+        }
+    }
+}
+
+/// A tear the append found at the tail of its day segment and sealed before writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedTear {
+    /// The segment name.
+    pub segment: String,
+    /// The segment size before sealing (the offset an acknowledgement names).
+    pub byte_offset: u64,
+    /// End of the last locally valid record before the torn bytes.
+    pub verified_prefix_offset: u64,
+    /// How the torn bytes look.
+    pub tear_class: TearClass,
+    /// SHA-256 (hex) of the torn bytes.
+    pub torn_bytes_sha256: String,
+    /// The `hmac` of the `chain.torn_record` record written.
+    pub record_hmac: String,
+}
+
+/// What an append wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendedRecord {
+    /// The segment file name, `<YYYY-MM-DD>.jsonl`.
+    pub segment: String,
+    /// Byte offset of the line inside the segment.
+    pub offset: u64,
+    /// The record's `timestamp`.
+    pub timestamp: String,
+    /// The record's `hmac`: the chain head after this append.
+    pub hmac: String,
+    /// The record's `prev_hmac`: the head it was chained onto.
+    pub prev_hmac: String,
+    /// The full record, including `hmac`.
+    pub record: Object,
+    /// The line as written, without its `\n`.
+    pub line: String,
+    /// A tear sealed before this record was written, if there was one.
+    pub sealed_tear: Option<SealedTear>,
+}
+
+/// An audit chain directory opened for appending and reading with one key.
+///
+/// Opening does no IO. Appends create the directory when needed; reads never write.
+#[derive(Debug, Clone)]
+pub struct AuditChain {
+    dir: PathBuf,
+    key: AuditKey,
+}
+
+impl AuditChain {
+    /// The chain in `audit_dir` (normally `<project>/.sdd/audit`), authenticated with `key`.
+    pub fn open(audit_dir: impl Into<PathBuf>, key: AuditKey) -> AuditChain {
+        AuditChain {
+            dir: audit_dir.into(),
+            key,
+        }
+    }
+
+    /// The audit directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The key.
+    pub fn key(&self) -> &AuditKey {
+        &self.key
+    }
+
+    /// Appends `event` now, with `details.prev_chain_digest` set to the head it chains onto.
+    pub fn append(&self, event: &AuditEvent) -> Result<AppendedRecord> {
+        self.append_inner(event, Timestamp::now(), true)
+    }
+
+    /// [`AuditChain::append`] with an explicit clock reading (deterministic tests, replays).
+    pub fn append_at(&self, event: &AuditEvent, at: Timestamp) -> Result<AppendedRecord> {
+        self.append_inner(event, at, true)
+    }
+
+    /// Appends `event` without adding `details.prev_chain_digest`, as the reference's plain
+    /// `AuditLog.log` does (used for `chain.tear_acknowledged` records). `at` defaults to now.
+    pub fn append_unanchored(
+        &self,
+        event: &AuditEvent,
+        at: Option<Timestamp>,
+    ) -> Result<AppendedRecord> {
+        self.append_inner(event, at.unwrap_or_else(Timestamp::now), false)
+    }
+
+    /// Reading 1, the MAC-valid recovered head, computed now from disk (no lock is taken: a
+    /// concurrent append may land right after).
+    pub fn recovered_head(&self) -> String {
+        recovered_head(&self.dir, &self.key)
+    }
+
+    fn append_inner(
+        &self,
+        event: &AuditEvent,
+        at: Timestamp,
+        anchored: bool,
+    ) -> Result<AppendedRecord> {
+        fs::create_dir_all(&self.dir)
+            .map_err(|err| Error::io("create directory", &self.dir, err))?;
+        let _lock = ChainLock::acquire(&self.dir)?;
+
+        let segment = at.segment_name();
+        let segment_path = self.dir.join(&segment);
+        let timestamp = at.to_record_string();
+        let (head, sealed_tear, existed) =
+            self.sync_for_append(&segment_path, &segment, &timestamp)?;
+
+        let mut details = event.details.clone();
+        if anchored {
+            details.insert(PREV_CHAIN_DIGEST_KEY, head.as_str());
+        }
+        let minted = mint(
+            &self.key,
+            &head,
+            &timestamp,
+            &event.event_type,
+            &event.actor,
+            &event.resource_type,
+            &event.resource_id,
+            details,
+        );
+        let offset = append_bytes(&segment_path, format!("{}\n", minted.line).as_bytes())?;
+        if !existed {
+            sync_dir(&self.dir)?;
+        }
+        Ok(AppendedRecord {
+            segment,
+            offset,
+            timestamp,
+            hmac: minted.hmac,
+            prev_hmac: head,
+            record: minted.record,
+            line: minted.line,
+            sealed_tear,
+        })
+    }
+
+    /// The head the next record chains onto, sealing a torn day-segment tail first
+    /// (`_sync_for_append`). Returns the head, the seal if one was written, and whether the
+    /// day segment existed. The caller holds the chain lock.
+    fn sync_for_append(
+        &self,
+        segment_path: &Path,
+        segment: &str,
+        timestamp: &str,
+    ) -> Result<(String, Option<SealedTear>, bool)> {
+        let state = local_tail_state(segment_path, &self.key)
+            .map_err(|err| Error::io("read", segment_path, err))?;
+        let Some(state) = state else {
+            return Ok((recovered_head(&self.dir, &self.key), None, false));
+        };
+        if state.size == 0 {
+            return Ok((recovered_head(&self.dir, &self.key), None, true));
+        }
+        if state.verified_prefix != state.size || !state.ends_with_newline {
+            let seal = self.seal_torn_tail(segment_path, segment, timestamp, &state)?;
+            return Ok((seal.record_hmac.clone(), Some(seal), true));
+        }
+        let head = match state.local_head {
+            Some(head) => head,
+            None => recovered_head(&self.dir, &self.key),
+        };
+        Ok((head, None, true))
+    }
+
+    /// Seals a non-verifying tail with a `chain.torn_record` record (`_seal_torn_tail`). Never
+    /// repairs or truncates: the torn bytes stay; the missing terminator and the evidence land
+    /// in one write, so the evidence cannot be separated from the repair.
+    fn seal_torn_tail(
+        &self,
+        segment_path: &Path,
+        segment: &str,
+        timestamp: &str,
+        state: &TailState,
+    ) -> Result<SealedTear> {
+        let start_head = match &state.local_head {
+            Some(head) => head.clone(),
+            None => recovered_head(&self.dir, &self.key),
+        };
+        let torn = inspect_torn_bytes(segment_path, state.verified_prefix, state.size, start_head)
+            .map_err(|err| Error::io("read", segment_path, err))?;
+        let details = Object::new()
+            .with("segment", segment)
+            .with("byte_offset", state.size)
+            .with("verified_prefix_offset", state.verified_prefix)
+            .with("torn_bytes_sha256", torn.sha256.as_str())
+            .with("tear_class", torn.class.as_str());
+        let minted = mint(
+            &self.key,
+            &torn.seal_prev,
+            timestamp,
+            EVENT_CHAIN_TORN_RECORD,
+            "audit-log",
+            "audit_segment",
+            segment,
+            details,
+        );
+        let mut buffer = Vec::new();
+        if !state.ends_with_newline {
+            buffer.push(b'\n');
+        }
+        buffer.extend_from_slice(minted.line.as_bytes());
+        buffer.push(b'\n');
+        let offset = append_bytes(segment_path, &buffer)?;
+        let landed = fs::metadata(segment_path)
+            .map_err(|err| Error::io("stat", segment_path, err))?
+            .len();
+        if offset != state.size || landed != state.size + buffer.len() as u64 {
+            // Appending onto a seal that did not land whole would fuse two records, which is
+            // what sealing exists to prevent; refusing leaves the damage reportable.
+            return Err(Error::io(
+                "seal the torn tail of",
+                segment_path,
+                io::Error::other(format!(
+                    "expected the segment to grow from {} to {} bytes, found {landed}",
+                    state.size,
+                    state.size + buffer.len() as u64
+                )),
+            ));
+        }
+        Ok(SealedTear {
+            segment: segment.to_owned(),
+            byte_offset: state.size,
+            verified_prefix_offset: state.verified_prefix,
+            tear_class: torn.class,
+            torn_bytes_sha256: torn.sha256,
+            record_hmac: minted.hmac,
+        })
+    }
+}
+
+/// A minted record.
+struct Minted {
+    record: Object,
+    hmac: String,
+    line: String,
+}
+
+/// Builds a scheme-2 record on `prev_hmac` (`_mint_record`).
+#[allow(clippy::too_many_arguments)]
+fn mint(
+    key: &AuditKey,
+    prev_hmac: &str,
+    timestamp: &str,
+    event_type: &str,
+    actor: &str,
+    resource_type: &str,
+    resource_id: &str,
+    details: Object,
+) -> Minted {
+    let mut record = Object::new()
+        .with("timestamp", timestamp)
+        .with("event_type", event_type)
+        .with("actor", actor)
+        .with("resource_type", resource_type)
+        .with("resource_id", resource_id)
+        .with("details", details)
+        .with("prev_hmac", prev_hmac)
+        .with("scheme", i64::from(Scheme::V2.number()));
+    let hmac = expected_hmac(key, Scheme::V2, prev_hmac, &record);
+    record.insert("hmac", hmac.as_str());
+    let line = Value::Object(record.clone()).dumps(Dialect::PY_SPACED);
+    Minted { record, hmac, line }
+}
+
+/// Appends `bytes` with one write on an `O_APPEND` descriptor and fsyncs; returns the offset
+/// the bytes start at.
+fn append_bytes(path: &Path, bytes: &[u8]) -> Result<u64> {
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|err| Error::io("open", path, err))?;
+    let offset = file
+        .seek(SeekFrom::End(0))
+        .map_err(|err| Error::io("seek", path, err))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|err| Error::io("append to", path, err))?;
+    Ok(offset)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .map_err(|err| Error::io("sync directory", dir, err))
+}
+
+/// The exclusive cross-process append lock: `flock(LOCK_EX)` on `<dir>/.chain.lock`, held until
+/// dropped.
+struct ChainLock {
+    file: File,
+}
+
+impl ChainLock {
+    fn acquire(dir: &Path) -> Result<ChainLock> {
+        let path = dir.join(LOCK_FILE_NAME);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|err| Error::io("open", &path, err))?;
+        file.lock().map_err(|err| Error::io("lock", &path, err))?;
+        Ok(ChainLock { file })
+    }
+}
+
+impl Drop for ChainLock {
+    fn drop(&mut self) {
+        // Closing the descriptor releases the lock too; unlocking first just makes it prompt.
+        let _ = self.file.unlock();
+    }
+}
+
+/// What the torn bytes of a segment tail look like.
+struct TornBytes {
+    sha256: String,
+    class: TearClass,
+    /// The head the verifier will hold after walking the torn bytes: the stored `hmac` of the
+    /// last canonical record with a known scheme among them, else the head before them.
+    seal_prev: String,
+}
+
+/// Streams `[from, to)` of `path` once: hashes it, classifies it (`_classify_torn_bytes`) and
+/// follows the verifier's head adoption over it.
+///
+/// The reference adopts the `hmac` of every canonical line here, including lines with an
+/// unknown scheme, which its own verifier skips; a seal built that way fails linkage. This
+/// follows the verifier so the seal always verifies.
+fn inspect_torn_bytes(
+    path: &Path,
+    from: u64,
+    to: u64,
+    start_head: String,
+) -> io::Result<TornBytes> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(from))?;
+    let mut hashing = HashingReader {
+        inner: file.take(to.saturating_sub(from)),
+        context: digest::Context::new(&digest::SHA256),
+    };
+    let mut seal_prev = start_head;
+    let mut all_utf8 = true;
+    let mut fragments = 0usize;
+    let mut first_fragment: Option<Vec<u8>> = None;
+    let mut any_too_long = false;
+    {
+        let mut lines = LineReader::new(BufReader::new(&mut hashing));
+        while let Some(line) = lines.next_line()? {
+            let Some(bytes) = line.bytes else {
+                any_too_long = true;
+                fragments += 1;
+                continue;
+            };
+            if std::str::from_utf8(&bytes).is_err() {
+                all_utf8 = false;
+            }
+            if bytes.is_empty() {
+                continue;
+            }
+            fragments += 1;
+            if let Ok(parsed) = parse_record_line(&bytes, true) {
+                seal_prev = parsed
+                    .record
+                    .get("hmac")
+                    .map(python_str)
+                    .unwrap_or_default();
+            }
+            if first_fragment.is_none() {
+                first_fragment = Some(bytes);
+            }
+        }
+    }
+    let sha256 = hex(hashing.context.finish().as_ref());
+    let class = if to <= from {
+        TearClass::UnterminatedRecord
+    } else if !all_utf8 || any_too_long || fragments != 1 {
+        TearClass::GarbageBytes
+    } else {
+        classify_single_fragment(first_fragment.as_deref().unwrap_or_default())
+    };
+    Ok(TornBytes {
+        sha256,
+        class,
+        seal_prev,
+    })
+}
+
+fn classify_single_fragment(fragment: &[u8]) -> TearClass {
+    let Ok(text) = decode_json_bytes(fragment) else {
+        return TearClass::GarbageBytes;
+    };
+    let Ok(value) = Value::parse(text) else {
+        return TearClass::PartialRecord;
+    };
+    match &value {
+        Value::Object(record)
+            if value.dumps(Dialect::PY_SPACED).as_bytes() == fragment
+                && record.contains_key("hmac") =>
+        {
+            TearClass::InvalidHmac
+        }
+        _ => TearClass::NonCanonical,
+    }
+}
+
+struct HashingReader<R> {
+    inner: R,
+    context: digest::Context,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.context.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_fragments_are_classified_like_the_reference() {
+        let check = |fragment: &[u8], expect: TearClass| {
+            assert_eq!(
+                classify_single_fragment(fragment),
+                expect,
+                "{}",
+                String::from_utf8_lossy(fragment)
+            );
+        };
+        check(br#"{"actor": "x", "hm"#, TearClass::PartialRecord);
+        check(br#"{"hmac": "ab"}"#, TearClass::InvalidHmac);
+        check(br#"{"hmac":"ab"}"#, TearClass::NonCanonical);
+        check(br#"{"a": 1}"#, TearClass::NonCanonical);
+        check(b"[1]", TearClass::NonCanonical);
+    }
+}

@@ -1,0 +1,190 @@
+//! The chain-head readings (`FORMATS.md` §2.3).
+//!
+//! * Reading 1, [`recovered_head`]: the last record that is canonical, carries an `hmac`, and
+//!   is locally MAC-valid under scheme 1 or 2, searched from the end of the newest live segment,
+//!   then older live segments, then archives newest-first; genesis when there is none. Appenders
+//!   recompute it under the chain lock, so it sees every process's appends.
+//! * Reading 2, [`keyless_newest_segment_head`]: what `bernstein_run_status` embeds. Only the
+//!   newest live segment, the last canonical `hmac`-bearing line, no MAC check, `""` when
+//!   nothing qualifies.
+//!
+//! Both scan live segments backwards in blocks, so their cost is the size of the newest
+//! records, not of the segment.
+
+use std::io;
+use std::path::Path;
+
+use super::record::{GENESIS_HMAC, Scheme, is_locally_valid, parse_record_line, python_str};
+use super::segments::{
+    LineReader, ReverseLines, SegmentKind, archived_segments, live_segments, open_forward,
+    open_live_with_fallback,
+};
+use crate::key::AuditKey;
+
+/// Reading 2: the `hmac` of the last canonical, `hmac`-bearing line of the newest live
+/// segment (by sorted name), without any MAC check; `""` when there is no segment, the newest
+/// one cannot be read, or nothing in it qualifies. Needs no key and writes nothing.
+pub fn keyless_newest_segment_head(audit_dir: &Path) -> String {
+    if !audit_dir.is_dir() {
+        return String::new();
+    }
+    let Some(newest) = live_segments(audit_dir).ok().and_then(|mut s| s.pop()) else {
+        return String::new();
+    };
+    let Ok(mut lines) = ReverseLines::open(&newest.path) else {
+        return String::new();
+    };
+    loop {
+        match lines.next_back() {
+            Ok(Some(line)) => {
+                if let Some(hmac) = line
+                    .bytes
+                    .as_deref()
+                    .filter(|b| !b.is_empty())
+                    .and_then(|b| parse_record_line(b, false).ok())
+                    .and_then(|c| c.record.get("hmac").map(python_str))
+                {
+                    return hmac;
+                }
+            }
+            Ok(None) | Err(_) => return String::new(),
+        }
+    }
+}
+
+/// Reading 1: the MAC-valid recovered head (see the module docs). Unreadable segments are
+/// skipped, as the reference skips them. Needs the key; writes nothing.
+pub fn recovered_head(audit_dir: &Path, key: &AuditKey) -> String {
+    let recovery_candidate = |bytes: &[u8]| -> Option<String> {
+        if bytes.is_empty() {
+            return None;
+        }
+        let record = parse_record_line(bytes, false).ok()?.record;
+        let hmac = record.get("hmac")?;
+        // Both schemes are tried whatever the record says, as the reference's recovery does.
+        (is_locally_valid(key, &record, Scheme::V1) || is_locally_valid(key, &record, Scheme::V2))
+            .then(|| python_str(hmac))
+    };
+
+    let mut live = live_segments(audit_dir).unwrap_or_default();
+    live.reverse();
+    for segment in &live {
+        let found = match ReverseLines::open(&segment.path) {
+            Ok(mut lines) => scan_backwards(&mut lines, &recovery_candidate)
+                .ok()
+                .flatten(),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                // Retention archived it after the listing: read its archived copy.
+                open_live_with_fallback(audit_dir, segment)
+                    .ok()
+                    .and_then(|(reader, _)| last_match_forward(reader, &recovery_candidate))
+            }
+            Err(_) => None,
+        };
+        if let Some(head) = found {
+            return head;
+        }
+    }
+
+    let mut archived = archived_segments(audit_dir).unwrap_or_default();
+    archived.reverse();
+    for segment in &archived {
+        debug_assert_eq!(segment.kind, SegmentKind::Archived);
+        if let Some(head) = open_forward(segment)
+            .ok()
+            .and_then(|(reader, _)| last_match_forward(reader, &recovery_candidate))
+        {
+            return head;
+        }
+    }
+    GENESIS_HMAC.to_owned()
+}
+
+/// The first line from the end for which `candidate` returns a value.
+fn scan_backwards(
+    lines: &mut ReverseLines,
+    candidate: &dyn Fn(&[u8]) -> Option<String>,
+) -> io::Result<Option<String>> {
+    while let Some(line) = lines.next_back()? {
+        if let Some(found) = line.bytes.as_deref().and_then(candidate) {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// The last line of a forward stream for which `candidate` returns a value. A stream that
+/// fails part-way yields nothing: the reference cannot read such a segment at all.
+fn last_match_forward(
+    reader: Box<dyn io::BufRead>,
+    candidate: &dyn Fn(&[u8]) -> Option<String>,
+) -> Option<String> {
+    let mut lines = LineReader::new(reader);
+    let mut last = None;
+    loop {
+        match lines.next_line() {
+            Ok(Some(line)) => {
+                if let Some(found) = line.bytes.as_deref().and_then(candidate) {
+                    last = Some(found);
+                }
+            }
+            Ok(None) => return last,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The state of the tail of one live segment, as an appender needs it (`_local_tail_state`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TailState {
+    /// Segment length when read.
+    pub(crate) size: u64,
+    /// Whether the segment ends in `\n`.
+    pub(crate) ends_with_newline: bool,
+    /// End (including its terminator) of the last canonical, `hmac`-bearing record that is
+    /// locally valid under its own scheme; 0 when there is none.
+    pub(crate) verified_prefix: u64,
+    /// That record's `hmac`.
+    pub(crate) local_head: Option<String>,
+}
+
+/// Reads the tail state of `path`; `Ok(None)` when the file does not exist.
+pub(crate) fn local_tail_state(path: &Path, key: &AuditKey) -> io::Result<Option<TailState>> {
+    let mut lines = match ReverseLines::open(path) {
+        Ok(lines) => lines,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let size = lines.size();
+    let ends_with_newline = lines.ends_with_newline()?;
+    while let Some(line) = lines.next_back()? {
+        let Some(bytes) = line.bytes.as_deref().filter(|b| !b.is_empty()) else {
+            continue;
+        };
+        let Ok(parsed) = parse_record_line(bytes, false) else {
+            continue;
+        };
+        let record = parsed.record;
+        let Some(hmac) = record.get("hmac") else {
+            continue;
+        };
+        let Ok(scheme) = Scheme::of_record(&record) else {
+            continue;
+        };
+        if !is_locally_valid(key, &record, scheme) {
+            continue;
+        }
+        return Ok(Some(TailState {
+            size,
+            ends_with_newline,
+            verified_prefix: line.offset + line.len + u64::from(line.terminated),
+            local_head: Some(python_str(hmac)),
+        }));
+    }
+    Ok(Some(TailState {
+        size,
+        ends_with_newline,
+        verified_prefix: 0,
+        local_head: None,
+    }))
+}

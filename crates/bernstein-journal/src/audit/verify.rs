@@ -1,0 +1,830 @@
+//! The streaming chain verifier: the reference's `AuditLog.verify_detailed()` (`FORMATS.md`
+//! §2.4), one line at a time.
+//!
+//! Walk order is archived segments (dated names first), then live segments by name; the
+//! walker's chain head starts at genesis and carries across files. Each line is checked for
+//! decoding, JSON, object shape, scheme and canonical bytes (a failure of any of these leaves the
+//! head where it was), then for linkage and HMAC (a failure adopts the stored `hmac` as the new
+//! head), then for the stated predecessor. After the walk the failures are folded into hard
+//! errors and tears exactly as `_build_verify_report` does.
+//!
+//! Findings of a segment are held until the segment has been read to its end: the reference
+//! reads a segment whole before checking it, so a segment that turns out to be unreadable
+//! half-way contributes nothing but the "unreadable" error, here as there.
+
+use std::collections::{HashSet, VecDeque};
+use std::io::{self, BufRead};
+use std::path::{Path, PathBuf};
+
+use bernstein_protocol::pyjson::{Object, Value};
+
+use super::record::{
+    CanonicalRecord, GENESIS_HMAC, LEGACY_ANCHOR_EVENT_TYPES, LineDefect, PREV_CHAIN_DIGEST_KEY,
+    Scheme, body_pre_image, hmac_over, parse_record_line, prefix_chars, python_int_or_zero,
+    python_str,
+};
+use super::report::{Finding, FindingKind, Tear, TearClass, VerifyProgress, VerifyReport};
+use super::segments::{
+    ByteCounter, Line, LineReader, MAX_LINE_BYTES, Segment, SegmentKind, open_forward,
+    open_live_with_fallback, walk_order,
+};
+use super::{EVENT_CHAIN_TEAR_ACKNOWLEDGED, EVENT_CHAIN_TORN_RECORD};
+use crate::crypto::constant_time_eq;
+use crate::key::AuditKey;
+
+/// How often (in on-disk bytes) the progress callback is called at most.
+const PROGRESS_STEP_BYTES: u64 = 1024 * 1024;
+
+/// A record whose linkage and HMAC verified, as the walk reached it.
+///
+/// The chain's verdict is only known once the walk is over
+/// ([`VerifiedRecords::finish`]): a record yielded here is authentic and correctly linked to its
+/// predecessor, but the chain may still fail elsewhere.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedRecord {
+    /// The segment file name as findings name it (`2026-07-03.jsonl`, `2026-07-01.jsonl.gz`).
+    pub segment: String,
+    /// 1-based physical line inside the segment.
+    pub line: u64,
+    /// Byte offset of the line inside the (decompressed) segment.
+    pub offset: u64,
+    /// The scheme the record is authenticated under.
+    pub scheme: Scheme,
+    /// `timestamp` (Python `str()` of the field, `""` when absent).
+    pub timestamp: String,
+    /// `event_type` (Python `str()` of the field, `""` when absent).
+    pub event_type: String,
+    /// `actor` (Python `str()` of the field, `""` when absent).
+    pub actor: String,
+    /// `resource_type` (Python `str()` of the field, `""` when absent).
+    pub resource_type: String,
+    /// `resource_id` (Python `str()` of the field, `""` when absent).
+    pub resource_id: String,
+    /// `details` when it is an object, else empty.
+    pub details: Object,
+    /// The record's `hmac`.
+    pub hmac: String,
+    /// The record's `prev_hmac`.
+    pub prev_hmac: String,
+    /// The whole record as parsed, including `hmac`.
+    pub record: Object,
+}
+
+/// How a failing line failed, for the tear classifier (`_LineFinding.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailureKind {
+    Undecodable,
+    InvalidJson,
+    NotObject,
+    UnsupportedScheme,
+    NonCanonical,
+    InvalidHmac,
+    TooLong,
+}
+
+/// One non-verifying line.
+#[derive(Debug, Clone)]
+struct LineFailure {
+    /// Index into the walk's segment list.
+    segment: usize,
+    line: u64,
+    offset: u64,
+    kind: FailureKind,
+    /// Indices into the walk's findings.
+    findings: Vec<usize>,
+}
+
+/// A verified `chain.torn_record` or `chain.tear_acknowledged` record.
+#[derive(Debug, Clone)]
+struct Marker {
+    segment: usize,
+    line: u64,
+    torn: bool,
+    details: Object,
+}
+
+/// What the walk learnt about one finished segment.
+#[derive(Debug, Clone)]
+struct SegmentStats {
+    name: String,
+    total: u64,
+    ok_end: u64,
+    last_line: u64,
+    missing_newline: Option<usize>,
+}
+
+/// The segment being read.
+struct OpenSegment {
+    segment: Segment,
+    lines: LineReader<Box<dyn BufRead>>,
+    counter: ByteCounter,
+    line_no: u64,
+    last_line: Option<(u64, u64, bool)>,
+    findings: Vec<Finding>,
+    failures: Vec<LineFailure>,
+    markers: Vec<Marker>,
+    ok_end: u64,
+    entries: u64,
+    verified: u64,
+}
+
+enum Step {
+    Record(Box<VerifiedRecord>),
+    Continue,
+    Done,
+}
+
+/// The walk over one audit directory.
+pub(crate) struct Walk<'a> {
+    audit_dir: PathBuf,
+    key: &'a AuditKey,
+    want_records: bool,
+    queue: VecDeque<Segment>,
+    current: Option<OpenSegment>,
+    prev: String,
+    findings: Vec<Finding>,
+    failures: Vec<LineFailure>,
+    markers: Vec<Marker>,
+    stats: Vec<SegmentStats>,
+    files: Vec<String>,
+    entries: u64,
+    verified: u64,
+    stopped: bool,
+    finished: bool,
+    bytes_total: u64,
+    bytes_done_before: u64,
+    last_progress: u64,
+    progress: Option<Box<dyn FnMut(VerifyProgress) + 'a>>,
+}
+
+impl<'a> Walk<'a> {
+    pub(crate) fn new(
+        audit_dir: &Path,
+        key: &'a AuditKey,
+        want_records: bool,
+        progress: Option<Box<dyn FnMut(VerifyProgress) + 'a>>,
+    ) -> Walk<'a> {
+        let mut walk = Walk {
+            audit_dir: audit_dir.to_path_buf(),
+            key,
+            want_records,
+            queue: VecDeque::new(),
+            current: None,
+            prev: GENESIS_HMAC.to_owned(),
+            findings: Vec::new(),
+            failures: Vec::new(),
+            markers: Vec::new(),
+            stats: Vec::new(),
+            files: Vec::new(),
+            entries: 0,
+            verified: 0,
+            stopped: false,
+            finished: false,
+            bytes_total: 0,
+            bytes_done_before: 0,
+            last_progress: 0,
+            progress,
+        };
+        match walk_order(audit_dir) {
+            Ok(segments) => {
+                walk.bytes_total = segments
+                    .iter()
+                    .filter_map(|s| std::fs::metadata(&s.path).ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum();
+                walk.queue = segments.into();
+            }
+            Err(err) => {
+                walk.findings.push(Finding {
+                    file: audit_dir.display().to_string(),
+                    line: None,
+                    offset: None,
+                    kind: FindingKind::UnreadableDirectory,
+                    message: format!(
+                        "{}: cannot list the audit directory - {err}",
+                        audit_dir.display()
+                    ),
+                });
+                walk.stopped = true;
+            }
+        }
+        walk
+    }
+
+    fn step(&mut self) -> Step {
+        if self.stopped || self.finished {
+            return Step::Done;
+        }
+        let Some(current) = self.current.as_mut() else {
+            let Some(segment) = self.queue.pop_front() else {
+                self.finished = true;
+                self.report_progress(true);
+                return Step::Done;
+            };
+            self.open(segment);
+            return Step::Continue;
+        };
+        match current.lines.next_line() {
+            Ok(Some(line)) => {
+                let step = self.check_line(line);
+                self.report_progress(false);
+                step
+            }
+            Ok(None) => {
+                self.finish_segment();
+                self.report_progress(true);
+                Step::Continue
+            }
+            Err(err) => {
+                let segment = current.segment.clone();
+                self.current = None;
+                self.stop_unreadable(&segment, &err);
+                Step::Continue
+            }
+        }
+    }
+
+    fn open(&mut self, segment: Segment) {
+        let opened = match segment.kind {
+            SegmentKind::Archived => open_forward(&segment),
+            SegmentKind::Live => open_live_with_fallback(&self.audit_dir, &segment),
+        };
+        match opened {
+            Ok((reader, counter)) => {
+                self.current = Some(OpenSegment {
+                    segment,
+                    lines: LineReader::new(reader),
+                    counter,
+                    line_no: 0,
+                    last_line: None,
+                    findings: Vec::new(),
+                    failures: Vec::new(),
+                    markers: Vec::new(),
+                    ok_end: 0,
+                    entries: 0,
+                    verified: 0,
+                });
+            }
+            Err(err) => self.stop_unreadable(&segment, &err),
+        }
+    }
+
+    /// The reference stops at a segment it cannot read: it cannot establish linkage past it.
+    /// The errors so far are all reported as hard errors, and no tear is computed.
+    fn stop_unreadable(&mut self, segment: &Segment, err: &io::Error) {
+        let (kind, message) = match segment.kind {
+            SegmentKind::Archived => (
+                FindingKind::UnreadableArchive,
+                format!("{}: unreadable archived segment - {err}", segment.name),
+            ),
+            SegmentKind::Live => (
+                FindingKind::UnreadableSegment,
+                format!("{}: segment disappeared during verification", segment.name),
+            ),
+        };
+        self.findings.push(Finding {
+            file: segment.name.clone(),
+            line: None,
+            offset: None,
+            kind,
+            message,
+        });
+        self.stopped = true;
+    }
+
+    fn check_line(&mut self, line: Line) -> Step {
+        let Some(current) = self.current.as_mut() else {
+            return Step::Continue;
+        };
+        current.line_no += 1;
+        let line_no = current.line_no;
+        current.last_line = Some((line_no, line.offset, line.terminated));
+        if line.len == 0 {
+            return Step::Continue;
+        }
+        current.entries += 1;
+        let name = current.segment.name.clone();
+        let fail =
+            |current: &mut OpenSegment, kind: FailureKind, findings: Vec<(FindingKind, String)>| {
+                let start = current.findings.len();
+                for (finding_kind, message) in findings {
+                    current.findings.push(Finding {
+                        file: current.segment.name.clone(),
+                        line: Some(line_no),
+                        offset: Some(line.offset),
+                        kind: finding_kind,
+                        message,
+                    });
+                }
+                current.failures.push(LineFailure {
+                    segment: 0,
+                    line: line_no,
+                    offset: line.offset,
+                    kind,
+                    findings: (start..current.findings.len()).collect(),
+                });
+            };
+        let Some(bytes) = line.bytes.as_deref() else {
+            fail(
+                current,
+                FailureKind::TooLong,
+                vec![(
+                    FindingKind::LineTooLong,
+                    format!(
+                        "{name}:{line_no}: line of {} bytes exceeds the {MAX_LINE_BYTES}-byte limit",
+                        line.len
+                    ),
+                )],
+            );
+            return Step::Continue;
+        };
+        let CanonicalRecord { mut record, scheme } = match parse_record_line(bytes, true) {
+            Ok(parsed) => parsed,
+            Err(defect) => {
+                let (kind, finding_kind, message) = match defect {
+                    LineDefect::Undecodable { position, message } => (
+                        FailureKind::Undecodable,
+                        FindingKind::Undecodable,
+                        format!(
+                            "{name}:{line_no}: undecodable bytes at offset {} - {message}",
+                            line.offset + position as u64
+                        ),
+                    ),
+                    LineDefect::InvalidJson(err) => (
+                        FailureKind::InvalidJson,
+                        FindingKind::InvalidJson,
+                        format!("{name}:{line_no}: invalid JSON - {err}"),
+                    ),
+                    LineDefect::NotObject => (
+                        FailureKind::NotObject,
+                        FindingKind::NotAnObject,
+                        format!("{name}:{line_no}: entry is not a JSON object"),
+                    ),
+                    LineDefect::UnsupportedScheme(repr) => (
+                        FailureKind::UnsupportedScheme,
+                        FindingKind::UnsupportedScheme,
+                        format!("{name}:{line_no}: unsupported audit scheme {repr}"),
+                    ),
+                    LineDefect::NonCanonical => (
+                        FailureKind::NonCanonical,
+                        FindingKind::NonCanonical,
+                        format!("{name}:{line_no}: non-canonical line bytes"),
+                    ),
+                };
+                fail(current, kind, vec![(finding_kind, message)]);
+                return Step::Continue;
+            }
+        };
+        let scheme = scheme.unwrap_or(Scheme::V1);
+        let stored_value = record.remove("hmac");
+        let stored_hmac = stored_value.as_ref().map(python_str).unwrap_or_default();
+        let entry_prev = record.get("prev_hmac").map(python_str).unwrap_or_default();
+        let expected = hmac_over(self.key, scheme, &self.prev, &body_pre_image(&record));
+        let mut mismatches = Vec::new();
+        if !constant_time_eq(entry_prev.as_bytes(), self.prev.as_bytes()) {
+            mismatches.push((
+                FindingKind::PrevHmacMismatch,
+                format!(
+                    "{name}:{line_no}: prev_hmac mismatch (expected {}\u{2026}, got {}\u{2026})",
+                    prefix_chars(&self.prev, 16),
+                    prefix_chars(&entry_prev, 16)
+                ),
+            ));
+        }
+        if !constant_time_eq(stored_hmac.as_bytes(), expected.as_bytes()) {
+            mismatches.push((
+                FindingKind::HmacMismatch,
+                format!(
+                    "{name}:{line_no}: HMAC mismatch (expected {}\u{2026}, got {}\u{2026})",
+                    prefix_chars(&expected, 16),
+                    prefix_chars(&stored_hmac, 16)
+                ),
+            ));
+        }
+        if !mismatches.is_empty() {
+            fail(current, FailureKind::InvalidHmac, mismatches);
+            self.prev = stored_hmac;
+            return Step::Continue;
+        }
+
+        let event_type = record.get("event_type").map(python_str).unwrap_or_default();
+        if let Some(stated) = stated_predecessor(&event_type, &record)
+            && !constant_time_eq(stated.as_bytes(), entry_prev.as_bytes())
+        {
+            // A genuine record (canonical bytes, valid MAC) that names the wrong predecessor is
+            // not damage: it is reported as a hard error and never handed to the tear model,
+            // which could otherwise reclassify it as clearable tail damage.
+            current.findings.push(Finding {
+                file: name.clone(),
+                line: Some(line_no),
+                offset: Some(line.offset),
+                kind: FindingKind::StatedPredecessorMismatch,
+                message: format!(
+                    "{name}:{line_no}: stated chain predecessor {}\u{2026} is not the record's own predecessor {}\u{2026}",
+                    prefix_chars(stated, 16),
+                    prefix_chars(&entry_prev, 16)
+                ),
+            });
+        }
+        current.ok_end = line.offset + line.len + u64::from(line.terminated);
+        current.verified += 1;
+        let details = match record.get("details") {
+            Some(Value::Object(details)) => details.clone(),
+            _ => Object::new(),
+        };
+        if event_type == EVENT_CHAIN_TORN_RECORD || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED {
+            current.markers.push(Marker {
+                segment: 0,
+                line: line_no,
+                torn: event_type == EVENT_CHAIN_TORN_RECORD,
+                details: details.clone(),
+            });
+        }
+        self.prev = stored_hmac.clone();
+        if !self.want_records {
+            return Step::Continue;
+        }
+        let text = |key: &str| record.get(key).map(python_str).unwrap_or_default();
+        let verified = VerifiedRecord {
+            segment: name,
+            line: line_no,
+            offset: line.offset,
+            scheme,
+            timestamp: text("timestamp"),
+            event_type,
+            actor: text("actor"),
+            resource_type: text("resource_type"),
+            resource_id: text("resource_id"),
+            details,
+            hmac: stored_hmac,
+            prev_hmac: entry_prev,
+            record: {
+                let mut full = record.clone();
+                if let Some(value) = stored_value {
+                    full.insert("hmac", value);
+                }
+                full
+            },
+        };
+        Step::Record(Box::new(verified))
+    }
+
+    fn finish_segment(&mut self) {
+        let Some(mut current) = self.current.take() else {
+            return;
+        };
+        let index = self.stats.len();
+        let total = current.lines.position();
+        let mut missing_newline = None;
+        let last_line = current.last_line.map_or(0, |(n, _, _)| n);
+        if let Some((line_no, offset, false)) = current.last_line {
+            // The reference reports this before the segment's line errors.
+            current.findings.insert(
+                0,
+                Finding {
+                    file: current.segment.name.clone(),
+                    line: Some(line_no),
+                    offset: Some(offset),
+                    kind: FindingKind::MissingTrailingNewline,
+                    message: format!("{}: missing trailing newline", current.segment.name),
+                },
+            );
+            for failure in &mut current.failures {
+                failure.findings.iter_mut().for_each(|i| *i += 1);
+            }
+            missing_newline = Some(self.findings.len());
+        }
+        let base = self.findings.len();
+        self.findings.append(&mut current.findings);
+        for mut failure in current.failures {
+            failure.segment = index;
+            failure.findings.iter_mut().for_each(|i| *i += base);
+            self.failures.push(failure);
+        }
+        for mut marker in current.markers {
+            marker.segment = index;
+            self.markers.push(marker);
+        }
+        self.entries += current.entries;
+        self.verified += current.verified;
+        self.bytes_done_before += current.counter.get();
+        self.files.push(current.segment.relative.clone());
+        self.stats.push(SegmentStats {
+            name: current.segment.name,
+            total,
+            ok_end: current.ok_end,
+            last_line,
+            missing_newline,
+        });
+    }
+
+    fn report_progress(&mut self, force: bool) {
+        let done = self.bytes_done_before + self.current.as_ref().map_or(0, |c| c.counter.get());
+        let Some(progress) = self.progress.as_mut() else {
+            return;
+        };
+        if force || done >= self.last_progress + PROGRESS_STEP_BYTES {
+            self.last_progress = done;
+            progress(VerifyProgress {
+                bytes_done: done,
+                bytes_total: self.bytes_total,
+            });
+        }
+    }
+
+    fn next_record(&mut self) -> Option<VerifiedRecord> {
+        loop {
+            match self.step() {
+                Step::Record(record) => return Some(*record),
+                Step::Continue => {}
+                Step::Done => return None,
+            }
+        }
+    }
+
+    /// Walks to the end and folds the observations into the report.
+    pub(crate) fn finish(mut self) -> VerifyReport {
+        self.want_records = false;
+        while self.next_record().is_some() {}
+        if self.stopped {
+            // Partial walks report every error so far as hard, without the tear fold, as the
+            // reference does when it returns early.
+            return VerifyReport {
+                errors: self.findings,
+                tears: Vec::new(),
+                entries: self.entries,
+                verified_entries: self.verified,
+                head: self.prev,
+                files: self.files,
+            };
+        }
+        let (errors, tears) =
+            fold_tears(&self.findings, &self.failures, &self.markers, &self.stats);
+        VerifyReport {
+            errors,
+            tears,
+            entries: self.entries,
+            verified_entries: self.verified,
+            head: self.prev,
+            files: self.files,
+        }
+    }
+}
+
+/// The predecessor a record states in `details.prev_chain_digest`, when it states one: legacy
+/// skill-catalog events, absent, non-string and empty values make no claim.
+fn stated_predecessor<'r>(event_type: &str, record: &'r Object) -> Option<&'r str> {
+    if LEGACY_ANCHOR_EVENT_TYPES.contains(&event_type) {
+        return None;
+    }
+    match record.get("details")? {
+        Value::Object(details) => match details.get(PREV_CHAIN_DIGEST_KEY)? {
+            Value::Str(stated) if !stated.is_empty() => Some(stated),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The live name of a segment (`X.jsonl.gz` → `X.jsonl`).
+fn live_name(name: &str) -> &str {
+    name.strip_suffix(".gz").unwrap_or(name)
+}
+
+fn clamp_i64(value: i128) -> i64 {
+    i64::try_from(value).unwrap_or(if value < 0 { i64::MIN } else { i64::MAX })
+}
+
+/// `_build_verify_report`: sealed tears claim the failures inside their recorded span; the
+/// unclaimed failures after the last verified record of the final segment form the unsealed
+/// tail tear; acknowledgements match by `(segment, byte_offset)`; everything unclaimed is hard.
+fn fold_tears(
+    findings: &[Finding],
+    failures: &[LineFailure],
+    markers: &[Marker],
+    stats: &[SegmentStats],
+) -> (Vec<Finding>, Vec<Tear>) {
+    let mut claimed_failures = vec![false; failures.len()];
+    let mut claimed_findings = vec![false; findings.len()];
+    let mut tears: Vec<Tear> = Vec::new();
+    let mut seen: HashSet<(String, i128)> = HashSet::new();
+
+    for marker in markers.iter().filter(|m| m.torn) {
+        let Some(stats_of_marker) = stats.get(marker.segment) else {
+            continue;
+        };
+        let segment = live_name(&stats_of_marker.name).to_owned();
+        let recorded_segment = marker
+            .details
+            .get("segment")
+            .map(python_str)
+            .unwrap_or_default();
+        if recorded_segment != segment {
+            continue;
+        }
+        // Where the reference's `int(...)` would raise, the marker vouches for nothing.
+        let Some(byte_offset) = python_int_or_zero(marker.details.get("byte_offset")) else {
+            continue;
+        };
+        let prefix_end = match marker.details.get("verified_prefix_offset") {
+            None => Some(byte_offset),
+            Some(value) => python_int_or_zero(Some(value)),
+        };
+        let Some(prefix_end) = prefix_end else {
+            continue;
+        };
+        if !seen.insert((segment.clone(), byte_offset)) {
+            continue;
+        }
+        let mut raw = Vec::new();
+        let mut first_line = None;
+        for (index, failure) in failures.iter().enumerate() {
+            if claimed_failures[index] || failure.segment != marker.segment {
+                continue;
+            }
+            let offset = i128::from(failure.offset);
+            if prefix_end <= offset && offset < byte_offset {
+                claimed_failures[index] = true;
+                first_line.get_or_insert(failure.line);
+                for &f in &failure.findings {
+                    claimed_findings[f] = true;
+                    raw.push(findings[f].clone());
+                }
+            }
+        }
+        let class = marker
+            .details
+            .get("tear_class")
+            .map_or_else(|| "unknown".to_owned(), python_str);
+        tears.push(Tear {
+            segment,
+            line: first_line.unwrap_or(marker.line),
+            byte_offset: clamp_i64(byte_offset),
+            verified_prefix_offset: clamp_i64(prefix_end),
+            class: TearClass::from_name(&class),
+            sealed: true,
+            acknowledged: false,
+            raw_errors: raw,
+        });
+    }
+
+    // A crash damages the suffix of history that verified; when nothing verified anywhere the
+    // damage is a broken or foreign chain and stays hard.
+    if let Some(final_stats) = stats.last()
+        && stats.iter().any(|s| s.ok_end > 0)
+    {
+        let final_index = stats.len() - 1;
+        let tail: Vec<usize> = failures
+            .iter()
+            .enumerate()
+            .filter(|(index, failure)| {
+                !claimed_failures[*index]
+                    && failure.segment == final_index
+                    && failure.offset >= final_stats.ok_end
+            })
+            .map(|(index, _)| index)
+            .collect();
+        let segment = live_name(&final_stats.name).to_owned();
+        let total = i128::from(final_stats.total);
+        if !tail.is_empty() {
+            let mut raw = Vec::new();
+            if let Some(f) = final_stats.missing_newline {
+                claimed_findings[f] = true;
+                raw.push(findings[f].clone());
+            }
+            let mut kinds = Vec::new();
+            for &index in &tail {
+                claimed_failures[index] = true;
+                kinds.push(failures[index].kind);
+                for &f in &failures[index].findings {
+                    claimed_findings[f] = true;
+                    raw.push(findings[f].clone());
+                }
+            }
+            if seen.insert((segment.clone(), total)) {
+                tears.push(Tear {
+                    segment,
+                    line: failures[tail[0]].line,
+                    byte_offset: clamp_i64(total),
+                    verified_prefix_offset: clamp_i64(i128::from(final_stats.ok_end)),
+                    class: tail_tear_class(&kinds, final_stats.missing_newline.is_some()),
+                    sealed: false,
+                    acknowledged: false,
+                    raw_errors: raw,
+                });
+            }
+        } else if let Some(f) = final_stats.missing_newline {
+            // The final record is valid and lost only its terminator: nothing failed, but the
+            // tail is still torn and the next append must seal it.
+            claimed_findings[f] = true;
+            if !seen.contains(&(segment.clone(), total)) {
+                tears.push(Tear {
+                    segment,
+                    line: final_stats.last_line,
+                    byte_offset: clamp_i64(total),
+                    verified_prefix_offset: clamp_i64(total),
+                    class: TearClass::UnterminatedRecord,
+                    sealed: false,
+                    acknowledged: false,
+                    raw_errors: vec![findings[f].clone()],
+                });
+            }
+        }
+    }
+
+    let acknowledged: HashSet<(String, i128)> = markers
+        .iter()
+        .filter(|m| !m.torn)
+        .filter_map(|m| {
+            let segment = m.details.get("segment").map(python_str).unwrap_or_default();
+            let offset = python_int_or_zero(m.details.get("byte_offset"))?;
+            Some((segment, offset))
+        })
+        .collect();
+    for tear in &mut tears {
+        tear.acknowledged =
+            acknowledged.contains(&(tear.segment.clone(), i128::from(tear.byte_offset)));
+    }
+
+    let errors = findings
+        .iter()
+        .zip(&claimed_findings)
+        .filter(|(_, claimed)| !**claimed)
+        .map(|(finding, _)| finding.clone())
+        .collect();
+    (errors, tears)
+}
+
+/// `_tail_tear_class`: the damage class of an unsealed tail from its failure kinds.
+fn tail_tear_class(kinds: &[FailureKind], unterminated: bool) -> TearClass {
+    if kinds.contains(&FailureKind::Undecodable) || kinds.len() != 1 {
+        return TearClass::GarbageBytes;
+    }
+    match kinds[0] {
+        FailureKind::InvalidJson if unterminated => TearClass::PartialRecord,
+        FailureKind::InvalidHmac => TearClass::InvalidHmac,
+        FailureKind::NonCanonical | FailureKind::NotObject => TearClass::NonCanonical,
+        FailureKind::InvalidJson
+        | FailureKind::Undecodable
+        | FailureKind::UnsupportedScheme
+        | FailureKind::TooLong => TearClass::GarbageBytes,
+    }
+}
+
+/// Verifies the chain in `audit_dir` under `key`. Reads only; writes nothing, locks nothing.
+pub fn verify(audit_dir: &Path, key: &AuditKey) -> VerifyReport {
+    Walk::new(audit_dir, key, false, None).finish()
+}
+
+/// [`verify`] with a progress callback, called at most once per MiB read, after each segment,
+/// and once at the end.
+pub fn verify_with_progress(
+    audit_dir: &Path,
+    key: &AuditKey,
+    progress: &mut dyn FnMut(VerifyProgress),
+) -> VerifyReport {
+    Walk::new(audit_dir, key, false, Some(Box::new(progress))).finish()
+}
+
+/// A read-only iterator over the records that verify, in chain order, with the verdict at the
+/// end ([`VerifiedRecords::finish`]).
+///
+/// ```no_run
+/// # use bernstein_journal::{audit, key::AuditKey};
+/// # fn demo(dir: &std::path::Path, key: &AuditKey) {
+/// let mut records = audit::verified_records(dir, key);
+/// let calls: Vec<_> = records
+///     .by_ref()
+///     .filter(|r| r.event_type == "mcp.stateless_call")
+///     .collect();
+/// let report = records.finish();
+/// assert!(report.ok(), "{:?}", report.errors);
+/// # let _ = calls;
+/// # }
+/// ```
+pub struct VerifiedRecords<'a> {
+    walk: Walk<'a>,
+}
+
+impl VerifiedRecords<'_> {
+    /// Walks whatever is left and returns the full report.
+    pub fn finish(self) -> VerifyReport {
+        self.walk.finish()
+    }
+}
+
+impl Iterator for VerifiedRecords<'_> {
+    type Item = VerifiedRecord;
+
+    fn next(&mut self) -> Option<VerifiedRecord> {
+        self.walk.next_record()
+    }
+}
+
+/// Starts a verifying walk that yields each record whose linkage and HMAC verified.
+pub fn verified_records<'a>(audit_dir: &Path, key: &'a AuditKey) -> VerifiedRecords<'a> {
+    VerifiedRecords {
+        walk: Walk::new(audit_dir, key, true, None),
+    }
+}
