@@ -1,0 +1,352 @@
+//! Containment tests over real directory trees with symlinks, each proving that a refusal
+//! leaves the filesystem exactly as it was.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use bernstein_protocol::pyjson::{Dialect, Value};
+use proptest::prelude::*;
+
+use super::*;
+
+/// A scratch area: `<tmp>/proj` is a Bernstein project (it has `.sdd`), `<tmp>/outside` is a
+/// directory the barrier must never let a write reach.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    /// The resolved scratch root.
+    root: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(root.join("proj/.sdd")).unwrap();
+        fs::create_dir_all(root.join("outside")).unwrap();
+        Scratch { _dir: dir, root }
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+
+    fn mkdir(&self, relative: &str) {
+        fs::create_dir_all(self.path(relative)).unwrap();
+    }
+
+    fn link(&self, relative: &str, target: impl AsRef<Path>) {
+        symlink(target, self.path(relative)).unwrap();
+    }
+
+    /// Every entry under the scratch root, symlinks not followed, with its kind.
+    fn tree(&self) -> Vec<(PathBuf, &'static str)> {
+        fn walk(dir: &Path, out: &mut Vec<(PathBuf, &'static str)>) {
+            for entry in fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                let kind = fs::symlink_metadata(&path).unwrap().file_type();
+                if kind.is_symlink() {
+                    out.push((path, "link"));
+                } else if kind.is_dir() {
+                    out.push((path.clone(), "dir"));
+                    walk(&path, out);
+                } else {
+                    out.push((path, "file"));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out);
+        out.sort();
+        out
+    }
+
+    /// Runs the barrier on `workdir` (relative to the scratch root) and asserts that the
+    /// filesystem is unchanged afterwards, whatever the answer.
+    fn check(&self, workdir: &str) -> Result<PathBuf, Error> {
+        let before = self.tree();
+        let answer = shutdown_signal_path_from(Workdir::Text(workdir), &self.root);
+        assert_eq!(
+            self.tree(),
+            before,
+            "the barrier changed the filesystem for {workdir:?}"
+        );
+        answer
+    }
+
+    fn signal_in(&self, project: &str) -> PathBuf {
+        self.path(project).join(".sdd/runtime/signals/SHUTDOWN")
+    }
+}
+
+fn payload(error: &Error) -> String {
+    Value::Object(error.refusal_payload()).dumps(Dialect::PY_ROW)
+}
+
+#[test]
+fn a_project_root_gets_its_contained_signal_path() {
+    let scratch = Scratch::new();
+    let expect = scratch.signal_in("proj");
+    assert_eq!(scratch.check("proj"), Ok(expect.clone()));
+    let absolute = scratch.path("proj");
+    assert_eq!(
+        scratch.check(absolute.to_str().unwrap()),
+        Ok(expect.clone())
+    );
+    assert_eq!(scratch.check("./proj/../proj/"), Ok(expect.clone()));
+    assert_eq!(scratch.check("outside/../proj"), Ok(expect));
+    // Nothing below .sdd is created: the write and its mkdir are the caller's.
+    assert!(!scratch.path("proj/.sdd/runtime").exists());
+}
+
+#[test]
+fn an_empty_workdir_is_the_working_directory() {
+    let scratch = Scratch::new();
+    let cwd = scratch.path("proj");
+    assert_eq!(
+        shutdown_signal_path_from(Workdir::Text(""), &cwd),
+        Ok(scratch.signal_in("proj"))
+    );
+}
+
+#[test]
+fn another_project_on_the_machine_is_a_legal_target() {
+    let scratch = Scratch::new();
+    scratch.mkdir("second/.sdd");
+    let second = scratch.path("second");
+    assert_eq!(
+        shutdown_signal_path_from(Workdir::Text(second.to_str().unwrap()), Path::new("/")),
+        Ok(scratch.signal_in("second"))
+    );
+}
+
+#[test]
+fn a_workdir_symlink_names_the_project_it_points_to() {
+    let scratch = Scratch::new();
+    scratch.link("alias", "proj");
+    assert_eq!(scratch.check("alias"), Ok(scratch.signal_in("proj")));
+}
+
+#[test]
+fn symlinks_that_stay_inside_the_root_are_followed() {
+    let scratch = Scratch::new();
+    scratch.mkdir("proj/state/runtime");
+    scratch.link("proj/.sdd/runtime", "../state/runtime");
+    scratch.mkdir("proj/state/runtime/signals");
+    scratch.link("proj/state/runtime/signals/SHUTDOWN", "../stop-file");
+    assert_eq!(
+        scratch.check("proj"),
+        Ok(scratch.path("proj/state/runtime/stop-file"))
+    );
+}
+
+#[test]
+fn a_symlink_out_of_the_root_is_refused_at_every_segment() {
+    let cases: [(&str, &[&str], &str); 4] = [
+        (".sdd", &[], "outside"),
+        ("runtime", &[".sdd"], "outside"),
+        ("signals", &[".sdd/runtime"], "outside"),
+        ("SHUTDOWN", &[".sdd/runtime/signals"], "outside/stop"),
+    ];
+    for (segment, parents, target) in cases {
+        let scratch = Scratch::new();
+        if segment == ".sdd" {
+            fs::remove_dir(scratch.path("proj/.sdd")).unwrap();
+        }
+        for parent in parents {
+            scratch.mkdir(&format!("proj/{parent}"));
+        }
+        let at = match parents.first() {
+            Some(parent) => format!("proj/{parent}/{segment}"),
+            None => format!("proj/{segment}"),
+        };
+        scratch.link(&at, scratch.path(target));
+        assert_eq!(
+            scratch.check("proj"),
+            Err(Error::Escapes {
+                workdir_repr: "'proj'".into()
+            }),
+            "{segment}"
+        );
+        assert!(!scratch.path("outside/stop").exists());
+    }
+}
+
+#[test]
+fn a_sibling_sharing_the_root_prefix_is_outside() {
+    // `<tmp>/proj-evil` starts with the bytes of `<tmp>/proj`; only the separator tells them
+    // apart.
+    let scratch = Scratch::new();
+    scratch.mkdir("proj-evil/runtime");
+    scratch.link("proj/.sdd/runtime", scratch.path("proj-evil/runtime"));
+    assert!(matches!(scratch.check("proj"), Err(Error::Escapes { .. })));
+}
+
+#[test]
+fn a_workdir_without_sdd_is_refused() {
+    let scratch = Scratch::new();
+    scratch.mkdir("not_a_project");
+    fs::write(scratch.path("outside/.sdd"), "a file, not a directory").unwrap();
+    for workdir in ["not_a_project", "missing/dir", "outside"] {
+        assert_eq!(
+            scratch.check(workdir),
+            Err(Error::NotAProjectRoot {
+                workdir_repr: python_str_repr(workdir)
+            })
+        );
+    }
+}
+
+#[test]
+fn a_dangling_sdd_symlink_is_not_a_project() {
+    let scratch = Scratch::new();
+    scratch.mkdir("bare");
+    scratch.link("bare/.sdd", scratch.path("outside/nothing-here"));
+    assert!(matches!(
+        scratch.check("bare"),
+        Err(Error::NotAProjectRoot { .. })
+    ));
+}
+
+#[test]
+fn over_long_workdirs_are_refused_by_size() {
+    let scratch = Scratch::new();
+    let ascii = "a".repeat(MAX_PATH_BYTES + 1);
+    assert_eq!(scratch.check(&ascii), Err(Error::TooLong { bytes: 4097 }));
+    // 2100 two-byte characters pass a 4096-character schema but not the byte limit.
+    let wide = "é".repeat(2100);
+    assert_eq!(scratch.check(&wide), Err(Error::TooLong { bytes: 4200 }));
+    // Exactly at the limit the shape passes and the filesystem decides.
+    let at_limit = "a".repeat(MAX_PATH_BYTES);
+    assert!(matches!(
+        scratch.check(&at_limit),
+        Err(Error::NotAProjectRoot { .. })
+    ));
+}
+
+#[test]
+fn a_nul_byte_is_unaddressable() {
+    let scratch = Scratch::new();
+    assert_eq!(
+        scratch.check("proj\0x"),
+        Err(Error::Unaddressable {
+            workdir_repr: r"'proj\x00x'".into()
+        })
+    );
+}
+
+#[test]
+fn a_symlink_loop_in_the_workdir_is_unaddressable() {
+    let scratch = Scratch::new();
+    scratch.link("a", "b");
+    scratch.link("b", "a");
+    assert!(matches!(
+        scratch.check("a"),
+        Err(Error::Unaddressable { .. })
+    ));
+    assert!(matches!(
+        scratch.check("a/proj"),
+        Err(Error::Unaddressable { .. })
+    ));
+    // A later `..` folds the loop away, and the path that remains is used as it stands.
+    assert_eq!(scratch.check("a/../proj"), Ok(scratch.signal_in("proj")));
+}
+
+#[test]
+fn a_loop_below_the_root_is_not_an_escape() {
+    let scratch = Scratch::new();
+    scratch.link("proj/.sdd/runtime", "runtime");
+    assert_eq!(scratch.check("proj"), Ok(scratch.signal_in("proj")));
+}
+
+#[test]
+fn a_long_symlink_chain_resolves_and_an_endless_one_is_refused() {
+    let scratch = Scratch::new();
+    scratch.link("hop0", "proj");
+    for n in 1..=40 {
+        scratch.link(&format!("hop{n}"), format!("hop{}", n - 1));
+    }
+    assert_eq!(scratch.check("hop40"), Ok(scratch.signal_in("proj")));
+    for n in 41..=MAX_SYMLINK_DEPTH + 1 {
+        scratch.link(&format!("hop{n}"), format!("hop{}", n - 1));
+    }
+    let deepest = format!("hop{}", MAX_SYMLINK_DEPTH + 1);
+    assert!(matches!(
+        scratch.check(&deepest),
+        Err(Error::Unaddressable { .. })
+    ));
+}
+
+#[test]
+fn non_text_workdirs_are_refused_by_type() {
+    let cases = [
+        ("5", "int"),
+        ("1.5", "float"),
+        ("true", "bool"),
+        ("null", "NoneType"),
+        ("[\"proj\"]", "list"),
+        ("{}", "dict"),
+    ];
+    for (json, python_type) in cases {
+        let value = Value::parse(json).unwrap();
+        assert_eq!(
+            shutdown_signal_path(Workdir::from_value(&value)),
+            Err(Error::NotAPath { python_type })
+        );
+    }
+    assert_eq!(shutdown_signal_path(Workdir::Bytes), Err(Error::Bytes));
+    let text = Value::from("x");
+    assert_eq!(Workdir::from_value(&text), Workdir::Text("x"));
+}
+
+#[test]
+fn refusal_payloads() {
+    let scratch = Scratch::new();
+    scratch.mkdir("not_a_project");
+    scratch.link("proj/.sdd/runtime", scratch.path("outside"));
+    let refusals = [
+        Error::NotAPath { python_type: "int" },
+        Error::Bytes,
+        scratch.check(&"é".repeat(2100)).unwrap_err(),
+        scratch.check("proj\0x").unwrap_err(),
+        scratch.check("not_a_project").unwrap_err(),
+        scratch.check("proj").unwrap_err(),
+    ];
+    let rendered: Vec<String> = refusals.iter().map(payload).collect();
+    insta::assert_snapshot!(rendered.join("\n"));
+}
+
+#[test]
+fn signal_sent_payload() {
+    let scratch = Scratch::new();
+    let path = scratch.check("proj").unwrap();
+    let answer = Value::Object(signal_sent(&path)).dumps(Dialect::PY_ROW);
+    assert_eq!(
+        answer,
+        format!(
+            "{{\"status\": \"shutdown signal sent\", \"path\": \"{}\"}}",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn encoded_length_counts_undecodable_bytes_as_surrogates() {
+    assert_eq!(python_encoded_len(b"abc"), 3);
+    assert_eq!(python_encoded_len("é".as_bytes()), 2);
+    assert_eq!(python_encoded_len(b"a\xffb"), 5);
+    assert_eq!(python_encoded_len(b"\xc3"), 3);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn arbitrary_workdirs_never_write(workdir in "[a-z./\\\\\0é]{0,24}") {
+        let scratch = Scratch::new();
+        // `check` asserts the tree is unchanged; an accepted path must be the project's.
+        if let Ok(path) = scratch.check(&workdir) {
+            prop_assert_eq!(path, scratch.signal_in("proj"));
+        }
+    }
+}
