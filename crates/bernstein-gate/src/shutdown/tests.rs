@@ -343,10 +343,26 @@ proptest! {
 
     #[test]
     fn arbitrary_workdirs_never_write(workdir in "[a-z./\\\\\0é]{0,24}") {
+        // Resolve from 12 levels below the scratch root, so no generated `..` chain can leave
+        // it, with a project `p` next to the working directory for short inputs to find.
         let scratch = Scratch::new();
-        // `check` asserts the tree is unchanged; an accepted path must be the project's.
-        if let Ok(path) = scratch.check(&workdir) {
-            prop_assert_eq!(path, scratch.signal_in("proj"));
+        let depth = "d/".repeat(12);
+        scratch.mkdir(&format!("{depth}p/.sdd"));
+        let cwd = scratch.path(&depth);
+        let before = scratch.tree();
+        let answer = shutdown_signal_path_from(Workdir::Text(&workdir), &cwd);
+        prop_assert_eq!(scratch.tree(), before);
+        if let Ok(path) = answer {
+            prop_assert_eq!(path, cwd.join("p/.sdd/runtime/signals/SHUTDOWN"));
         }
+    }
+
+    #[test]
+    fn accepted_paths_always_end_in_the_signal_file(name in "[a-z]{1,8}") {
+        let scratch = Scratch::new();
+        scratch.mkdir(&format!("{name}/.sdd"));
+        let path = scratch.check(&name).unwrap();
+        prop_assert!(path.starts_with(scratch.path(&name)));
+        prop_assert!(path.ends_with(".sdd/runtime/signals/SHUTDOWN"));
     }
 }
