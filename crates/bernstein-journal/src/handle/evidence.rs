@@ -69,10 +69,8 @@ enum BundleFailure {
 impl From<PyException> for BundleFailure {
     fn from(exception: PyException) -> BundleFailure {
         match exception {
-            PyException::OverflowError => BundleFailure::Escapes(exception.name()),
-            PyException::ValueError | PyException::TypeError | PyException::KeyError => {
-                BundleFailure::Caught
-            }
+            PyException::Overflow => BundleFailure::Escapes(exception.name()),
+            PyException::Value | PyException::Type | PyException::Key => BundleFailure::Caught,
         }
     }
 }
@@ -139,15 +137,13 @@ fn item_status(item: &Value) -> Result<String, BundleFailure> {
     Ok(status)
 }
 
-/// Exposed for the handle tests: whether an object would be accepted as a bundle.
-#[cfg(test)]
-fn counts_of(text: &str) -> Result<(u64, u64), BundleFailure> {
-    bundle_counts(&Value::parse(text).unwrap())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn counts_of(text: &str) -> Result<(u64, u64), BundleFailure> {
+        bundle_counts(&Value::parse(text).unwrap())
+    }
 
     const ITEM_PASS: &str = r#"{"name": "a", "kind": "test", "required": true, "status": "pass", "exit_code": 0, "content_hash": "sha256:x", "size": 1, "truncated": false}"#;
     const ITEM_FAIL: &str = r#"{"name": "b", "kind": "lint", "required": false, "status": "fail", "exit_code": 1, "content_hash": "sha256:y", "size": 2, "truncated": false}"#;

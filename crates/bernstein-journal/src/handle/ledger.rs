@@ -75,7 +75,7 @@ pub fn read_ledger_task_state(
     );
     match outcome {
         Ok(task) => Ok((task.phase, task.attempts)),
-        Err(PyException::ValueError) => Ok(NOTHING),
+        Err(PyException::Value) => Ok(NOTHING),
         Err(exc) => Err(Error::Malformed {
             what: "work ledger",
             reason: format!(
@@ -108,7 +108,7 @@ fn task_state_for_kind(kind: &str) -> Option<&'static str> {
 }
 
 fn replay_line(task: &mut ReplayedTask, line: &[u8], task_id: &str) -> Result<(), PyException> {
-    let text = python_strip(std::str::from_utf8(line).map_err(|_| PyException::ValueError)?);
+    let text = python_strip(std::str::from_utf8(line).map_err(|_| PyException::Value)?);
     if text.is_empty() {
         return Ok(());
     }
@@ -132,7 +132,7 @@ fn replay_line(task: &mut ReplayedTask, line: &[u8], task_id: &str) -> Result<()
 
 /// `LedgerEntry.from_dict`: the `(kind, task_id)` of a row, or the exception it raises.
 fn entry_from_row(row: &Object) -> Result<(String, String), PyException> {
-    let required = |key: &str| row.get(key).ok_or(PyException::KeyError);
+    let required = |key: &str| row.get(key).ok_or(PyException::Key);
     python_int_check(required("seq")?)?;
     required("prev_hash")?;
     let kind = required("kind")?.to_python_str();

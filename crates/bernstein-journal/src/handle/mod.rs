@@ -1,10 +1,11 @@
 //! The Tasks-extension run handle (`core/protocols/mcp/tasks_extension.RunHandle`, FORMATS
 //! §3.3) and `bernstein_run_status`'s projection of it.
 //!
-//! A handle is not server state: its status is a fold of the run journal ([`status`]), its
-//! `journalHead` is the journal's last `event_hash` (read without verifying the journal, as
-//! the reference does), and it embeds the audit-chain head the caller read. `receiptHash`
-//! digests all of that, so a forged status or head fails [`verify_handle`].
+//! A handle is not server state: its status is a fold of the run journal
+//! ([`project_task_status`]), its `journalHead` is the journal's last `event_hash` (read without
+//! verifying the journal, as the reference does), and it embeds the audit-chain head the caller
+//! read. `receiptHash` digests all of that, so a forged status or head fails
+//! [`verify_handle`].
 //!
 //! # Resolving a polled identifier
 //!

@@ -246,8 +246,10 @@ impl ProgressVector {
 ///
 /// * Journal: `.sdd/runs/<run_id>/journal.jsonl`, fail-closed: a journal whose chain does not
 ///   recompute or that has discarded lines contributes no rows; a missing one contributes none.
-/// * Ledger: `.sdd/runtime/ledger/<run_id>/000000.jsonl`, see [`super::ledger`].
-/// * Evidence: `.sdd/evidence/bundles/<sha256(task_id)>.json`, see [`super::evidence`].
+/// * Ledger: `.sdd/runtime/ledger/<run_id>/000000.jsonl`, see
+///   [`read_ledger_task_state`](super::read_ledger_task_state).
+/// * Evidence: `.sdd/evidence/bundles/<sha256(task_id)>.json`, see
+///   [`read_evidence_counts`](super::read_evidence_counts).
 ///
 /// # Errors
 ///

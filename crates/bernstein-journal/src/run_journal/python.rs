@@ -120,23 +120,23 @@ fn is_python_printable(c: char) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PyException {
     /// `ValueError` (bad literal, NaN to int, undecodable text).
-    ValueError,
+    Value,
     /// `TypeError` (wrong type: `int(None)`, `[]["k"]`, iterating a number).
-    TypeError,
+    Type,
     /// `KeyError` (a required key is missing).
-    KeyError,
+    Key,
     /// `OverflowError` (`int(inf)`, `float(10**400)`).
-    OverflowError,
+    Overflow,
 }
 
 impl PyException {
     /// The Python class name, for error texts.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            PyException::ValueError => "ValueError",
-            PyException::TypeError => "TypeError",
-            PyException::KeyError => "KeyError",
-            PyException::OverflowError => "OverflowError",
+            PyException::Value => "ValueError",
+            PyException::Type => "TypeError",
+            PyException::Key => "KeyError",
+            PyException::Overflow => "OverflowError",
         }
     }
 }
@@ -148,17 +148,17 @@ impl PyException {
 pub(crate) fn python_int_check(value: &Value) -> Result<(), PyException> {
     match value {
         Value::Int(_) | Value::Bool(_) => Ok(()),
-        Value::Float(x) if x.is_nan() => Err(PyException::ValueError),
-        Value::Float(x) if x.is_infinite() => Err(PyException::OverflowError),
+        Value::Float(x) if x.is_nan() => Err(PyException::Value),
+        Value::Float(x) if x.is_infinite() => Err(PyException::Overflow),
         Value::Float(_) => Ok(()),
         Value::Str(s) => {
             if is_python_int_literal(python_strip(s)) {
                 Ok(())
             } else {
-                Err(PyException::ValueError)
+                Err(PyException::Value)
             }
         }
-        Value::Null | Value::Array(_) | Value::Object(_) => Err(PyException::TypeError),
+        Value::Null | Value::Array(_) | Value::Object(_) => Err(PyException::Type),
     }
 }
 
@@ -170,17 +170,17 @@ pub(crate) fn python_float_check(value: &Value) -> Result<(), PyException> {
             // `float(int)` raises OverflowError once the integer exceeds the largest double.
             match i.as_str().parse::<f64>() {
                 Ok(x) if x.is_finite() => Ok(()),
-                _ => Err(PyException::OverflowError),
+                _ => Err(PyException::Overflow),
             }
         }
         Value::Str(s) => {
             if python_float_literal(python_strip(s)).is_some() {
                 Ok(())
             } else {
-                Err(PyException::ValueError)
+                Err(PyException::Value)
             }
         }
-        Value::Null | Value::Array(_) | Value::Object(_) => Err(PyException::TypeError),
+        Value::Null | Value::Array(_) | Value::Object(_) => Err(PyException::Type),
     }
 }
 
@@ -313,18 +313,18 @@ mod tests {
         check("true", Ok(()));
         check("1.5", Ok(()));
         check("1e300", Ok(()));
-        check("NaN", Err(PyException::ValueError));
-        check("Infinity", Err(PyException::OverflowError));
+        check("NaN", Err(PyException::Value));
+        check("Infinity", Err(PyException::Overflow));
         check("\" 12 \"", Ok(()));
         check("\"-1_000\"", Ok(()));
         check("\"007\"", Ok(()));
-        check("\"1__0\"", Err(PyException::ValueError));
-        check("\"_1\"", Err(PyException::ValueError));
-        check("\"1.5\"", Err(PyException::ValueError));
-        check("\"\"", Err(PyException::ValueError));
-        check("null", Err(PyException::TypeError));
-        check("[]", Err(PyException::TypeError));
-        check("{}", Err(PyException::TypeError));
+        check("\"1__0\"", Err(PyException::Value));
+        check("\"_1\"", Err(PyException::Value));
+        check("\"1.5\"", Err(PyException::Value));
+        check("\"\"", Err(PyException::Value));
+        check("null", Err(PyException::Type));
+        check("[]", Err(PyException::Type));
+        check("{}", Err(PyException::Type));
     }
 
     #[test]
@@ -342,12 +342,12 @@ mod tests {
         check("\".5\"", Ok(()));
         check("\"5.\"", Ok(()));
         check("\"1e5\"", Ok(()));
-        check("\".\"", Err(PyException::ValueError));
-        check("\"1e\"", Err(PyException::ValueError));
-        check("\"1_\"", Err(PyException::ValueError));
-        check("\"abc\"", Err(PyException::ValueError));
+        check("\".\"", Err(PyException::Value));
+        check("\"1e\"", Err(PyException::Value));
+        check("\"1_\"", Err(PyException::Value));
+        check("\"abc\"", Err(PyException::Value));
         let huge = format!("1{}", "0".repeat(400));
-        check(&huge, Err(PyException::OverflowError));
-        check("null", Err(PyException::TypeError));
+        check(&huge, Err(PyException::Overflow));
+        check("null", Err(PyException::Type));
     }
 }
