@@ -76,6 +76,19 @@ pub fn task_run_id(task_id: &str) -> String {
     out
 }
 
+/// The reference's `JournalPathError` text for a run id the journal barrier refused, as
+/// `bernstein_run_status` reports it: `unsafe run_id for journal path: '<id>'` for an id
+/// outside the allowlist and `run_id escapes the journal runs root: '<id>'` for a containment
+/// failure (the id in Python `repr` form). `None` for any other error.
+pub fn journal_barrier_message(run_id: &str, error: &Error) -> Option<String> {
+    let repr = super::python::python_str_repr(run_id);
+    match error {
+        Error::InvalidRunId { .. } => Some(format!("unsafe run_id for journal path: {repr}")),
+        Error::Containment { .. } => Some(format!("run_id escapes the journal runs root: {repr}")),
+        _ => None,
+    }
+}
+
 /// `<project_root>/.sdd/runs`, unresolved.
 pub fn runs_dir(project_root: &Path) -> PathBuf {
     project_root.join(".sdd").join("runs")
@@ -217,6 +230,27 @@ mod tests {
         check("a b", false);
         check("caf\u{e9}", false);
         check("x\n", false);
+    }
+
+    #[test]
+    fn barrier_messages_match_the_reference() {
+        let invalid = validate_run_id("a/b").unwrap_err();
+        assert_eq!(
+            journal_barrier_message("a/b", &invalid).as_deref(),
+            Some("unsafe run_id for journal path: 'a/b'")
+        );
+        let escape = Error::Containment {
+            path: PathBuf::from("x"),
+            reason: String::new(),
+        };
+        assert_eq!(
+            journal_barrier_message("evil", &escape).as_deref(),
+            Some("run_id escapes the journal runs root: 'evil'")
+        );
+        assert_eq!(
+            journal_barrier_message("x", &Error::Encode(String::new())),
+            None
+        );
     }
 
     #[test]

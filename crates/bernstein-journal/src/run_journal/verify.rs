@@ -99,7 +99,7 @@ pub fn verify_loaded(loaded: &LoadedJournal) -> JournalVerification {
 
 /// The hash profile a journal's rows declare: the first row's `hash_profile` (as Python's
 /// `str()` of the value), defaulting to `py-json-v1`. `Err` carries an unknown name.
-pub fn detect_hash_profile(rows: &[Object]) -> Result<HashProfile, String> {
+pub(crate) fn detect_hash_profile(rows: &[Object]) -> Result<HashProfile, String> {
     match rows.first().and_then(|row| row.get("hash_profile")) {
         None => Ok(HashProfile::PyJsonV1),
         Some(value) => {
