@@ -204,14 +204,14 @@ impl<C: Clock> JournalWriter<C> {
             .create(true)
             .open(&path)
             .map_err(|err| Error::io("open", &path, err))?;
-        file.lock().map_err(|err| Error::io("lock", &path, err))?;
-        let outcome = self.append_locked(&mut file, &path, event, payload);
-        // Closing the descriptor releases the lock; an explicit unlock reports nothing useful.
-        drop(file);
-        if outcome.is_ok() && !existed {
+        if !existed {
+            // Make the new directory entry durable before any row depends on it, so a failure
+            // here is reported while nothing has been written yet.
             sync_directory(&run_dir)?;
         }
-        outcome
+        file.lock().map_err(|err| Error::io("lock", &path, err))?;
+        // Closing the descriptor (when `file` drops) releases the lock.
+        self.append_locked(&mut file, &path, event, payload)
     }
 
     fn append_locked(
