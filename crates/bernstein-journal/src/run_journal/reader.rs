@@ -188,6 +188,10 @@ mod tests {
         let loaded = parse_journal_bytes(input);
         assert_eq!(loaded.rows.len(), 3);
         assert_eq!(loaded.discarded_lines, vec![3, 4, 5, 7, 8]);
+        // CPython 3.12 `load_events` on the same bytes: 3 rows, discarded (3,).
+        let loaded = parse_journal_bytes(b"{}\r{}\r\r\n[]\n\r{}");
+        assert_eq!(loaded.rows.len(), 3);
+        assert_eq!(loaded.discarded_lines, vec![3]);
     }
 
     #[test]
