@@ -81,6 +81,76 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// An Ed25519 private key file grants group or world permission bits.
+    #[error(
+        "signing key {path} has mode {mode:o}; it must not grant group or world access (chmod 600)"
+    )]
+    SigningKeyPermissions {
+        /// The private key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// A PEM key (a file or a text) is not a usable Ed25519 key.
+    #[error("signing key {origin} is malformed: {reason}")]
+    SigningKeyMalformed {
+        /// The file path, or a description of the text that was parsed.
+        origin: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A public key file is not the public half of the private key stored next to it.
+    #[error("signing key pair mismatch: {public} is not the public half of {private}")]
+    SigningKeyMismatch {
+        /// The private key file.
+        private: PathBuf,
+        /// The public key file.
+        public: PathBuf,
+    },
+    /// A mailbox message kind outside the typed vocabulary (reference: `UnknownMessageKind`).
+    #[error(
+        "unknown message kind {}; expected one of {}",
+        crate::mailbox::python_str_repr(.kind),
+        crate::mailbox::MESSAGE_KINDS_REPR
+    )]
+    UnknownMessageKind {
+        /// The refused kind.
+        kind: String,
+    },
+    /// A mailbox body over the byte cap, measured before redaction (reference: `MessageTooLarge`).
+    #[error("message body exceeds {limit} bytes")]
+    MessageTooLarge {
+        /// The UTF-8 length of the refused body.
+        bytes: usize,
+        /// The cap.
+        limit: usize,
+    },
+    /// The recipient task already holds the per-task cap of unconsumed messages (reference:
+    /// `MailboxFull`).
+    #[error(
+        "task {} already holds {limit} unconsumed messages",
+        crate::mailbox::python_str_repr(.task_id)
+    )]
+    MailboxFull {
+        /// The recipient task.
+        task_id: String,
+        /// The cap.
+        limit: usize,
+    },
+    /// The poster may not append this protocol step (reference: `MailboxAuthorizationError`).
+    #[error("{reason}")]
+    MailboxUnauthorized {
+        /// Why, in the reference's words.
+        reason: String,
+    },
+    /// A task id that is not a plain identifier (`^[A-Za-z0-9_.:-]{1,256}$`, not `.` or `..`).
+    #[error("invalid task id {id:?}: {reason}")]
+    InvalidTaskId {
+        /// The refused id.
+        id: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
 }
 
 impl Error {

@@ -2,5 +2,6 @@
 //! under `fixtures/vectors/`, and cross-process behaviour.
 
 mod audit;
+mod mailbox;
 mod run_journal;
 mod support;
