@@ -10,19 +10,27 @@
 //! * [`run_journal`]: run journals under `.sdd/runs/<run_id>/journal.jsonl` (both hash profiles);
 //! * [`handle`]: the Tasks-extension run handle projected from a journal and the chain head;
 //! * [`identity`]: Ed25519 signing identities (PKCS#8 / SPKI PEM) and signature encodings;
-//! * [`mailbox`] and [`dlp`]: the signed, HMAC-chained worker mailbox and its redaction rules.
+//! * [`mailbox`] and [`dlp`]: the signed, HMAC-chained worker mailbox and its redaction rules;
+//! * [`claim`]: signed claim receipts over the claimable backlog, and their offline verifier;
+//! * [`artifacts`]: run artifacts, the content-addressed blob store and the lineage spine;
+//! * [`lineage_log`]: the ADR-009 lineage log behind `bernstein_verify_lineage`;
+//! * [`capsule`]: signed context capsules and their offline verifier.
 //!
 //! Architecture invariant: the journal knows no transport, no MCP message and no task store. It
 //! reads no environment variable: callers pass key locations in explicitly ([`key::KeyLocator`]).
 //! Verifiers never stop at the first problem; they return a report listing every finding.
 
+pub mod artifacts;
 pub mod audit;
+pub mod capsule;
+pub mod claim;
 pub mod crypto;
 pub mod dlp;
 mod error;
 pub mod handle;
 pub mod identity;
 pub mod key;
+pub mod lineage_log;
 pub mod mailbox;
 pub mod run_journal;
 
