@@ -26,7 +26,8 @@ use ring::digest;
 use super::clock::Timestamp;
 use super::head::{TailState, local_tail_state, recovered_head};
 use super::record::{
-    PREV_CHAIN_DIGEST_KEY, Scheme, decode_json_bytes, expected_hmac, parse_record_line, python_str,
+    PREV_CHAIN_DIGEST_KEY, Scheme, decode_json_bytes, dumps_spaced, expected_hmac,
+    parse_json_bytes, parse_record_line, python_str,
 };
 use super::report::TearClass;
 use super::segments::LineReader;
@@ -460,15 +461,17 @@ fn inspect_torn_bytes(
 }
 
 fn classify_single_fragment(fragment: &[u8]) -> TearClass {
-    let Ok(text) = decode_json_bytes(fragment) else {
-        return TearClass::GarbageBytes;
+    let Ok(parsed) = parse_json_bytes(fragment) else {
+        // Undecodable bytes would make the reference's classifier raise; they are garbage.
+        return if decode_json_bytes(fragment).is_err() {
+            TearClass::GarbageBytes
+        } else {
+            TearClass::PartialRecord
+        };
     };
-    let Ok(value) = Value::parse(text) else {
-        return TearClass::PartialRecord;
-    };
-    match &value {
+    match &parsed.value {
         Value::Object(record)
-            if value.dumps(Dialect::PY_SPACED).as_bytes() == fragment
+            if dumps_spaced(&parsed.value, parsed.lone_surrogates).as_bytes() == fragment
                 && record.contains_key("hmac") =>
         {
             TearClass::InvalidHmac

@@ -59,10 +59,10 @@ pub fn recovered_head(audit_dir: &Path, key: &AuditKey) -> String {
         if bytes.is_empty() {
             return None;
         }
-        let record = parse_record_line(bytes, false).ok()?.record;
-        let hmac = record.get("hmac")?;
+        let parsed = parse_record_line(bytes, false).ok()?;
+        let hmac = parsed.record.get("hmac")?;
         // Both schemes are tried whatever the record says, as the reference's recovery does.
-        (is_locally_valid(key, &record, Scheme::V1) || is_locally_valid(key, &record, Scheme::V2))
+        (is_locally_valid(key, &parsed, Scheme::V1) || is_locally_valid(key, &parsed, Scheme::V2))
             .then(|| python_str(hmac))
     };
 
@@ -164,14 +164,13 @@ pub(crate) fn local_tail_state(path: &Path, key: &AuditKey) -> io::Result<Option
         let Ok(parsed) = parse_record_line(bytes, false) else {
             continue;
         };
-        let record = parsed.record;
-        let Some(hmac) = record.get("hmac") else {
+        let Some(hmac) = parsed.record.get("hmac") else {
             continue;
         };
-        let Ok(scheme) = Scheme::of_record(&record) else {
+        let Ok(scheme) = Scheme::of_record(&parsed.record) else {
             continue;
         };
-        if !is_locally_valid(key, &record, scheme) {
+        if !is_locally_valid(key, &parsed, scheme) {
             continue;
         }
         return Ok(Some(TailState {

@@ -339,7 +339,11 @@ impl<'a> Walk<'a> {
             );
             return Step::Continue;
         };
-        let CanonicalRecord { mut record, scheme } = match parse_record_line(bytes, true) {
+        let CanonicalRecord {
+            mut record,
+            scheme,
+            lone_surrogates,
+        } = match parse_record_line(bytes, true) {
             Ok(parsed) => parsed,
             Err(defect) => {
                 let (kind, finding_kind, message) = match defect {
@@ -380,7 +384,12 @@ impl<'a> Walk<'a> {
         let stored_value = record.remove("hmac");
         let stored_hmac = stored_value.as_ref().map(python_str).unwrap_or_default();
         let entry_prev = record.get("prev_hmac").map(python_str).unwrap_or_default();
-        let expected = hmac_over(self.key, scheme, &self.prev, &body_pre_image(&record));
+        let expected = hmac_over(
+            self.key,
+            scheme,
+            &self.prev,
+            &body_pre_image(&record, lone_surrogates),
+        );
         let mut mismatches = Vec::new();
         if !constant_time_eq(entry_prev.as_bytes(), self.prev.as_bytes()) {
             mismatches.push((
