@@ -392,7 +392,6 @@ impl Scan {
     fn literal_at(&self, i: usize, literal: &[char]) -> bool {
         self.chars.get(i..i + literal.len()) == Some(literal)
     }
-
 }
 
 /// The last tail computation of a hand matcher, reused while consecutive start positions share
@@ -564,11 +563,7 @@ mod tests {
         // A preceding word character (here a Python letter outside ASCII) blocks `\b`.
         check(&format!("é{jwt}"), &format!("é{jwt}"), 0);
         // A combining mark is a word character to the `regex` crate but not to Python.
-        check(
-            &format!("\u{301}{jwt}"),
-            &format!("\u{301}***REDACTED***"),
-            1,
-        );
+        check(&format!("\u{301}{jwt}"), "\u{301}***REDACTED***", 1);
         // A trailing `-` needs a word character after it, so the match backtracks before it.
         check(
             "eyJaaaaaaaaaaaa.eyJbbbbbbbbbbbb.cccccccccccc- z",

@@ -25,8 +25,8 @@
 //!
 //! Differences from the reference, each deliberate:
 //! * rows are split on `\n` only. The reference reloads with `str.splitlines()`, so a body
-//!   holding a raw U+2028, U+2029, U+0085 (or U+001C–U+001E, U+000B, U+000C) splits its row and
-//!   the mailbox no longer loads after a restart;
+//!   holding a raw U+0085, U+2028 or U+2029 (which PY-COMPACT-UTF8 writes unescaped) splits its
+//!   row, and after a restart the mailbox no longer loads;
 //! * the journal is re-read under the file lock on every post instead of trusting a copy loaded
 //!   at start-up, so several processes can share it; the reference has no file lock (its lock is
 //!   a thread lock), so there is no lock-file name to match and none is created;
@@ -40,6 +40,9 @@
 //!   above the consumption cursor recorded with [`Mailbox::record_consumption`] in this process.
 //!   The cursor is not persisted (nor is it in the reference), so after a restart every message
 //!   counts again;
+//! * a `rendezvous_closed` post whose open entry has an unreadable body is refused
+//!   ([`Error::MailboxUnauthorized`]); in the reference that `ValueError` escapes as a server
+//!   error;
 //! * row fields are coerced as the reference's `from_dict` coerces them (`int()`, `str()`,
 //!   `float()`), except that integers outside `i64`, numeric strings with `_` separators or
 //!   non-ASCII digits, and non-finite values where Python would raise `OverflowError` make the

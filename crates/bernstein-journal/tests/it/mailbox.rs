@@ -789,3 +789,51 @@ fn concurrent_posters_keep_one_chain() {
     assert!(report.ok(), "{:?}", report.problems);
     assert_eq!(report.entries, 40);
 }
+
+#[test]
+fn capsule_detached_jws_is_byte_identical() {
+    // The capsule generator signs with the seed 0x44 under kid `context-capsule`.
+    let signer = SigningIdentity::from_seed(&[0x44; 32]).unwrap();
+    for (file, domain) in [
+        ("t-42.json", &b"bernstein.context-capsule.v1\0"[..]),
+        ("t-mock.json", &b"bernstein.context-capsule.MOCK.v1\0"[..]),
+    ] {
+        let record = read_json(&vector(&format!("capsule/.sdd/context/capsules/{file}")));
+        let record = record.as_object().unwrap();
+        let canonical = record
+            .get("capsule")
+            .unwrap()
+            .dumps(Dialect::PY_COMPACT_UTF8);
+        let payload = [domain, canonical.as_bytes()].concat();
+        let jws = record.get("signature").and_then(Value::as_str).unwrap();
+        let pem = record
+            .get("signer_public_key_pem")
+            .and_then(Value::as_str)
+            .unwrap();
+        assert_eq!(pem, signer.public_key_pem());
+        assert_eq!(
+            signer.sign_detached_jws(&payload, "context-capsule"),
+            jws,
+            "{file}"
+        );
+        assert!(bernstein_journal::identity::verify_detached_jws(
+            &payload,
+            jws,
+            "context-capsule",
+            pem
+        ));
+        assert!(!bernstein_journal::identity::verify_detached_jws(
+            &payload,
+            jws,
+            "other-kid",
+            pem
+        ));
+        let other_domain = [&b"x"[..], canonical.as_bytes()].concat();
+        assert!(!bernstein_journal::identity::verify_detached_jws(
+            &other_domain,
+            jws,
+            "context-capsule",
+            pem
+        ));
+    }
+}
