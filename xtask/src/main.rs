@@ -29,7 +29,10 @@ fn main() -> ExitCode {
 
 /// The workspace root, from this crate's manifest directory.
 fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// The cargo that runs us, so nested invocations use the same toolchain.

@@ -1,3 +1,60 @@
 //! The `bernstein-mcp` binary.
+//!
+//! `main` only parses the command line, sets up logging to stderr, runs the command and maps
+//! the outcome to an exit code: 0 verified, 1 verification failed, 2 usage or setup error. The
+//! work itself lives in the library crates.
 
-fn main() {}
+mod cli;
+mod verify_cmds;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// What a command concluded, mapped to the process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Everything verified (exit 0).
+    Verified,
+    /// Something failed verification (exit 1).
+    Failed,
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(Outcome::Verified) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(1),
+        Err(err) => {
+            // A setup error (missing key, unreadable project) is a usage problem, not a verdict.
+            tracing::error!("{err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: cli::Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        cli::Command::Audit(cli::AuditCommand::Verify(args)) => verify_cmds::audit_verify(args),
+        cli::Command::Journal(cli::JournalCommand::Verify(args)) => {
+            verify_cmds::journal_verify(args)
+        }
+        cli::Command::Journal(cli::JournalCommand::Handle(args)) => {
+            verify_cmds::journal_handle(args)
+        }
+    }
+}
+
+/// Logs go to stderr: on stdio, stdout belongs to the protocol. `RUST_LOG` sets the filter.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .without_time()
+        .init();
+}

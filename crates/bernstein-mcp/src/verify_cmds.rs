@@ -1,0 +1,226 @@
+//! The offline verification commands: `audit verify`, `journal verify`, `journal handle`.
+//!
+//! Each renders a library report either for people (default) or as one stable JSON object on
+//! stdout (`--json`). The JSON shapes are part of the interface: scripts depend on them, and the
+//! integration tests snapshot them.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use bernstein_journal::audit::{self, Finding, Tear, VerifyProgress, VerifyReport};
+use bernstein_journal::handle;
+use bernstein_journal::key::AuditKey;
+use bernstein_journal::run_journal::{self, JournalVerification};
+use serde_json::{Value, json};
+
+use crate::Outcome;
+use crate::cli::{AuditVerifyArgs, JournalHandleArgs, JournalVerifyArgs, key_locator};
+
+fn sdd_dir(workdir: &Path) -> anyhow::Result<PathBuf> {
+    let sdd = workdir.join(".sdd");
+    anyhow::ensure!(
+        sdd.is_dir(),
+        "{} is not a Bernstein project root (no .sdd directory)",
+        workdir.display()
+    );
+    Ok(sdd)
+}
+
+pub(crate) fn audit_verify(args: AuditVerifyArgs) -> anyhow::Result<Outcome> {
+    let audit_dir = sdd_dir(&args.project.workdir)?.join("audit");
+    // Verification reads the key and never creates one: a missing key is a setup error.
+    let key = AuditKey::load(&key_locator(args.key_file)).context("cannot load the audit key")?;
+    let mut bar = ProgressBar::new(!args.json && std::io::stderr().is_terminal());
+    let report = audit::verify_with_progress(&audit_dir, &key, &mut |p| bar.update(p));
+    bar.finish();
+    if args.json {
+        print_json(&audit_report_json(&report))?;
+    } else {
+        print_text(&audit_report_text(&report))?;
+    }
+    Ok(if report.ok() {
+        Outcome::Verified
+    } else {
+        Outcome::Failed
+    })
+}
+
+pub(crate) fn journal_verify(args: JournalVerifyArgs) -> anyhow::Result<Outcome> {
+    let root = &args.project.workdir;
+    sdd_dir(root)?;
+    let path = run_journal::run_journal_path(root, &args.run_id)?;
+    anyhow::ensure!(path.is_file(), "no run journal at {}", path.display());
+    let report = run_journal::verify_journal(&path)?;
+    if args.json {
+        print_json(&journal_report_json(&report))?;
+    } else {
+        print_text(&journal_report_text(&args.run_id, &report))?;
+    }
+    Ok(if report.ok() {
+        Outcome::Verified
+    } else {
+        Outcome::Failed
+    })
+}
+
+pub(crate) fn journal_handle(args: JournalHandleArgs) -> anyhow::Result<Outcome> {
+    let root = &args.project.workdir;
+    let sdd = sdd_dir(root)?;
+    // `bernstein_run_status` embeds reading 2 of the chain head: the newest live segment's last
+    // hmac-bearing line, without a MAC check (so it needs no key).
+    let chain_head = audit::keyless_newest_segment_head(&sdd.join("audit"));
+    let handle = handle::project_run_handle(root, &args.run_or_task_id, &chain_head)?;
+    print_text(&handle.render_run_status_body())?;
+    Ok(Outcome::Verified)
+}
+
+fn finding_json(f: &Finding) -> Value {
+    json!({
+        "file": f.file,
+        "line": f.line,
+        "offset": f.offset,
+        "kind": f.kind.as_str(),
+        "message": f.message,
+    })
+}
+
+fn tear_json(t: &Tear) -> Value {
+    json!({
+        "file": t.segment,
+        "line": t.line,
+        "offset": t.byte_offset,
+        "kind": t.class.as_str(),
+        "sealed": t.sealed,
+        "acknowledged": t.acknowledged,
+        "verified_prefix_offset": t.verified_prefix_offset,
+        "errors": t.raw_errors.iter().map(finding_json).collect::<Vec<_>>(),
+    })
+}
+
+/// `{"ok", "errors", "tears", "entries", "head"}` plus the walked `files`.
+pub(crate) fn audit_report_json(report: &VerifyReport) -> Value {
+    json!({
+        "ok": report.ok(),
+        "errors": report.errors.iter().map(finding_json).collect::<Vec<_>>(),
+        "tears": report.tears.iter().map(tear_json).collect::<Vec<_>>(),
+        "entries": report.entries,
+        "verified_entries": report.verified_entries,
+        "head": report.head,
+        "files": report.files,
+    })
+}
+
+fn audit_report_text(report: &VerifyReport) -> String {
+    let mut out = String::new();
+    let verdict = if report.ok() { "OK" } else { "FAILED" };
+    out.push_str(&format!(
+        "audit chain: {verdict} ({} entries in {} segment(s), {} verified; head {})\n",
+        report.entries,
+        report.files.len(),
+        report.verified_entries,
+        report.head
+    ));
+    for f in &report.errors {
+        let at = match (f.line, f.offset) {
+            (Some(line), Some(offset)) => format!(" [line {line}, byte {offset}]"),
+            _ => String::new(),
+        };
+        out.push_str(&format!("  error {}: {}{at}\n", f.kind, f.message));
+    }
+    for t in &report.tears {
+        out.push_str(&format!("  tear: {}\n", t.describe()));
+        for f in &t.raw_errors {
+            out.push_str(&format!("    {}\n", f.message));
+        }
+    }
+    out
+}
+
+/// `{"ok", "divergent_index", "errors", "discarded", "head"}` plus detail fields.
+pub(crate) fn journal_report_json(report: &JournalVerification) -> Value {
+    json!({
+        "ok": report.ok(),
+        "divergent_index": report.divergent_index,
+        "errors": report.errors,
+        "discarded": report.discarded(),
+        "discarded_lines": report.discarded_lines,
+        "head": report.journal_head,
+        "verified_head": report.head,
+        "entries": report.count,
+        "hash_profile": report.hash_profile.map(|p| p.as_str()),
+        "expected_hash": report.expected_hash,
+        "actual_hash": report.actual_hash,
+    })
+}
+
+fn journal_report_text(run_id: &str, report: &JournalVerification) -> String {
+    let mut out = format!(
+        "run journal {run_id}: {} ({} rows, {} discarded; head {})\n",
+        if report.ok() { "OK" } else { "FAILED" },
+        report.count,
+        report.discarded(),
+        report.journal_head
+    );
+    for error in &report.errors {
+        out.push_str(&format!("  {error}\n"));
+    }
+    out
+}
+
+fn print_json(value: &Value) -> anyhow::Result<()> {
+    print_text(&format!("{}\n", serde_json::to_string(value)?))
+}
+
+fn print_text(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        stdout.write_all(b"\n")?;
+    }
+    stdout.flush()?;
+    Ok(())
+}
+
+/// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+struct ProgressBar {
+    enabled: bool,
+    last_percent: Option<u64>,
+}
+
+impl ProgressBar {
+    fn new(enabled: bool) -> ProgressBar {
+        ProgressBar {
+            enabled,
+            last_percent: None,
+        }
+    }
+
+    fn update(&mut self, progress: VerifyProgress) {
+        if !self.enabled || progress.bytes_total == 0 {
+            return;
+        }
+        let percent = (progress.bytes_done.min(progress.bytes_total) * 100) / progress.bytes_total;
+        if self.last_percent == Some(percent) {
+            return;
+        }
+        self.last_percent = Some(percent);
+        let filled = (percent / 5) as usize;
+        let mut stderr = std::io::stderr().lock();
+        let _ = write!(
+            stderr,
+            "\rverifying [{}{}] {percent:>3}%",
+            "#".repeat(filled),
+            " ".repeat(20 - filled)
+        );
+        let _ = stderr.flush();
+    }
+
+    fn finish(&mut self) {
+        if self.enabled && self.last_percent.is_some() {
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "\r{}\r", " ".repeat(40));
+            let _ = stderr.flush();
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The one integration-test binary of `bernstein-mcp`: the CLI driven as a user drives it, on
+//! copies of the golden vectors, with exit codes and JSON output shapes snapshot-tested.
+
+mod support;
+mod verify_cli;
