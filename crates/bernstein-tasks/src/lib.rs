@@ -12,12 +12,16 @@
 //!   gates and routes are projected from.
 //! * [`model`]: the [`Task`] record, safe [`TaskId`]s and their validation.
 //! * [`plan`]: plan-mode cost estimates and the SHA-256 rendering hash an approval is bound to.
+//! * [`backend`]: the [`TaskBackend`] trait both backends implement, and its request and result
+//!   types.
 
+pub mod backend;
 mod error;
 pub mod lifecycle;
 pub mod model;
 pub mod plan;
 
-pub use error::{Error, FieldProblem};
+pub use backend::TaskBackend;
+pub use error::{Error, ErrorKind, FieldProblem, Resource};
 pub use lifecycle::TaskStatus;
 pub use model::{Complexity, NewTask, Scope, Task, TaskId};
