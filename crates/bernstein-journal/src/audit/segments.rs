@@ -33,6 +33,10 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// Block size for backward reads and forward buffering.
 const BLOCK_BYTES: usize = 64 * 1024;
 
+/// Size of the first backward read: a few records, enough to find the newest one in the common
+/// case without reading a whole block per append.
+const FIRST_BACKWARD_BYTES: u64 = 8 * 1024;
+
 /// Whether a segment is live or archived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SegmentKind {
@@ -159,21 +163,23 @@ pub(crate) fn parses_as_python_date(token: &str) -> bool {
 /// Opens a segment for forward reading: a live file as is, an archived one through gzip (all
 /// members, as Python's `gzip` reads them). The second value counts on-disk bytes consumed, for
 /// progress reporting.
-pub(crate) fn open_forward(segment: &Segment) -> io::Result<(Box<dyn BufRead>, ByteCounter)> {
+pub(crate) fn open_forward(
+    segment: &Segment,
+) -> io::Result<(Box<dyn BufRead + Send>, ByteCounter)> {
     open_forward_path(&segment.path, segment.kind)
 }
 
 pub(crate) fn open_forward_path(
     path: &Path,
     kind: SegmentKind,
-) -> io::Result<(Box<dyn BufRead>, ByteCounter)> {
+) -> io::Result<(Box<dyn BufRead + Send>, ByteCounter)> {
     let file = File::open(path)?;
     let counter = ByteCounter::default();
     let counted = CountingReader {
         inner: file,
         counter: counter.clone(),
     };
-    let reader: Box<dyn BufRead> = match kind {
+    let reader: Box<dyn BufRead + Send> = match kind {
         SegmentKind::Live => Box::new(BufReader::with_capacity(BLOCK_BYTES, counted)),
         SegmentKind::Archived => Box::new(BufReader::with_capacity(
             BLOCK_BYTES,
@@ -189,7 +195,7 @@ pub(crate) fn open_forward_path(
 pub(crate) fn open_live_with_fallback(
     audit_dir: &Path,
     segment: &Segment,
-) -> io::Result<(Box<dyn BufRead>, ByteCounter)> {
+) -> io::Result<(Box<dyn BufRead + Send>, ByteCounter)> {
     match open_forward(segment) {
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
             let archived = audit_dir
@@ -270,11 +276,15 @@ fn skip_zero_padding<R: BufRead>(inner: &mut R) -> io::Result<()> {
 
 /// Shared count of bytes read from disk.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ByteCounter(std::rc::Rc<std::cell::Cell<u64>>);
+pub(crate) struct ByteCounter(std::sync::Arc<std::sync::atomic::AtomicU64>);
 
 impl ByteCounter {
     pub(crate) fn get(&self) -> u64 {
-        self.0.get()
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn add(&self, n: u64) {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -286,7 +296,7 @@ struct CountingReader<R> {
 impl<R: Read> Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.counter.0.set(self.counter.0.get() + n as u64);
+        self.counter.add(n as u64);
         Ok(n)
     }
 }
@@ -440,7 +450,12 @@ impl ReverseLines {
                     }
                     continue;
                 }
-                let start = self.cursor.saturating_sub(BLOCK_BYTES as u64);
+                let block = if self.cursor == self.size {
+                    FIRST_BACKWARD_BYTES
+                } else {
+                    BLOCK_BYTES as u64
+                };
+                let start = self.cursor.saturating_sub(block);
                 let mut block = vec![0u8; usize::try_from(self.cursor - start).unwrap_or(0)];
                 self.file.seek(SeekFrom::Start(start))?;
                 self.file.read_exact(&mut block)?;
@@ -696,6 +711,26 @@ mod tests {
         fn forward_and_backward_agree_with_the_reference(
             input in proptest::collection::vec(prop_oneof![Just(b'\n'), Just(b'a'), any::<u8>()], 0..400)
         ) {
+            prop_assert_eq!(summary(&forward(&input)), reference_split(&input));
+            prop_assert_eq!(summary(&backward(&input)), reference_split(&input));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn long_lines_across_block_boundaries_split_alike(
+            lines in proptest::collection::vec(
+                proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..9000),
+                0..24,
+            ),
+            trailing_newline in any::<bool>(),
+        ) {
+            let mut input = lines.join(&b'\n');
+            if trailing_newline {
+                input.push(b'\n');
+            }
             prop_assert_eq!(summary(&forward(&input)), reference_split(&input));
             prop_assert_eq!(summary(&backward(&input)), reference_split(&input));
         }

@@ -116,7 +116,7 @@ struct SegmentStats {
 /// The segment being read.
 struct OpenSegment {
     segment: Segment,
-    lines: LineReader<Box<dyn BufRead>>,
+    lines: LineReader<Box<dyn BufRead + Send>>,
     counter: ByteCounter,
     line_no: u64,
     last_line: Option<(u64, u64, bool)>,
@@ -153,17 +153,10 @@ pub(crate) struct Walk<'a> {
     finished: bool,
     bytes_total: u64,
     bytes_done_before: u64,
-    last_progress: u64,
-    progress: Option<Box<dyn FnMut(VerifyProgress) + 'a>>,
 }
 
 impl<'a> Walk<'a> {
-    pub(crate) fn new(
-        audit_dir: &Path,
-        key: &'a AuditKey,
-        want_records: bool,
-        progress: Option<Box<dyn FnMut(VerifyProgress) + 'a>>,
-    ) -> Walk<'a> {
+    pub(crate) fn new(audit_dir: &Path, key: &'a AuditKey, want_records: bool) -> Walk<'a> {
         let mut walk = Walk {
             audit_dir: audit_dir.to_path_buf(),
             key,
@@ -182,8 +175,6 @@ impl<'a> Walk<'a> {
             finished: false,
             bytes_total: 0,
             bytes_done_before: 0,
-            last_progress: 0,
-            progress,
         };
         match walk_order(audit_dir) {
             Ok(segments) => {
@@ -219,21 +210,15 @@ impl<'a> Walk<'a> {
         let Some(current) = self.current.as_mut() else {
             let Some(segment) = self.queue.pop_front() else {
                 self.finished = true;
-                self.report_progress(true);
                 return Step::Done;
             };
             self.open(segment);
             return Step::Continue;
         };
         match current.lines.next_line() {
-            Ok(Some(line)) => {
-                let step = self.check_line(line);
-                self.report_progress(false);
-                step
-            }
+            Ok(Some(line)) => self.check_line(line),
             Ok(None) => {
                 self.finish_segment();
-                self.report_progress(true);
                 Step::Continue
             }
             Err(err) => {
@@ -528,17 +513,12 @@ impl<'a> Walk<'a> {
         });
     }
 
-    fn report_progress(&mut self, force: bool) {
-        let done = self.bytes_done_before + self.current.as_ref().map_or(0, |c| c.counter.get());
-        let Some(progress) = self.progress.as_mut() else {
-            return;
-        };
-        if force || done >= self.last_progress + PROGRESS_STEP_BYTES {
-            self.last_progress = done;
-            progress(VerifyProgress {
-                bytes_done: done,
-                bytes_total: self.bytes_total,
-            });
+    /// On-disk bytes read so far.
+    fn progress(&self) -> VerifyProgress {
+        VerifyProgress {
+            bytes_done: self.bytes_done_before
+                + self.current.as_ref().map_or(0, |c| c.counter.get()),
+            bytes_total: self.bytes_total,
         }
     }
 
@@ -553,9 +533,35 @@ impl<'a> Walk<'a> {
     }
 
     /// Walks to the end and folds the observations into the report.
-    pub(crate) fn finish(mut self) -> VerifyReport {
+    pub(crate) fn finish(self) -> VerifyReport {
+        self.finish_with_progress(&mut |_| {})
+    }
+
+    /// [`Walk::finish`], calling `progress` at most once per [`PROGRESS_STEP_BYTES`], after
+    /// each segment, and once at the end.
+    pub(crate) fn finish_with_progress(
+        mut self,
+        progress: &mut dyn FnMut(VerifyProgress),
+    ) -> VerifyReport {
         self.want_records = false;
-        while self.next_record().is_some() {}
+        let mut reported = 0u64;
+        let mut segments_seen = self.stats.len();
+        loop {
+            let step = self.step();
+            let now = self.progress();
+            let segment_done = self.stats.len() != segments_seen;
+            if matches!(step, Step::Done)
+                || segment_done
+                || now.bytes_done >= reported + PROGRESS_STEP_BYTES
+            {
+                reported = now.bytes_done;
+                segments_seen = self.stats.len();
+                progress(now);
+            }
+            if matches!(step, Step::Done) {
+                break;
+            }
+        }
         if self.stopped {
             // Partial walks report every error so far as hard, without the tear fold, as the
             // reference does when it returns early.
@@ -783,7 +789,7 @@ fn tail_tear_class(kinds: &[FailureKind], unterminated: bool) -> TearClass {
 
 /// Verifies the chain in `audit_dir` under `key`. Reads only; writes nothing, locks nothing.
 pub fn verify(audit_dir: &Path, key: &AuditKey) -> VerifyReport {
-    Walk::new(audit_dir, key, false, None).finish()
+    Walk::new(audit_dir, key, false).finish()
 }
 
 /// [`verify`] with a progress callback, called at most once per MiB read, after each segment,
@@ -793,7 +799,7 @@ pub fn verify_with_progress(
     key: &AuditKey,
     progress: &mut dyn FnMut(VerifyProgress),
 ) -> VerifyReport {
-    Walk::new(audit_dir, key, false, Some(Box::new(progress))).finish()
+    Walk::new(audit_dir, key, false).finish_with_progress(progress)
 }
 
 /// A read-only iterator over the records that verify, in chain order, with the verdict at the
@@ -834,6 +840,6 @@ impl Iterator for VerifiedRecords<'_> {
 /// Starts a verifying walk that yields each record whose linkage and HMAC verified.
 pub fn verified_records<'a>(audit_dir: &Path, key: &'a AuditKey) -> VerifiedRecords<'a> {
     VerifiedRecords {
-        walk: Walk::new(audit_dir, key, true, None),
+        walk: Walk::new(audit_dir, key, true),
     }
 }

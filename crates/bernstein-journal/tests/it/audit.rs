@@ -335,6 +335,16 @@ fn vector_reports_render_in_the_cli_shape() {
 }
 
 #[test]
+fn readers_and_chains_can_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send::<audit::VerifiedRecords<'static>>();
+    assert_send_sync::<AuditChain>();
+    assert_send_sync::<AuditKey>();
+    assert_send_sync::<VerifyReport>();
+}
+
+#[test]
 fn preimages_and_derived_key_match_the_reference() {
     let doc: Json =
         serde_json::from_slice(&fs::read(vector("audit/basic/preimages.json")).unwrap()).unwrap();
