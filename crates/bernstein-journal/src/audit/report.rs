@@ -189,9 +189,10 @@ pub struct VerifyReport {
     pub errors: Vec<Finding>,
     /// Tears, sealed ones first (in chain order), then the unsealed tail.
     pub tears: Vec<Tear>,
-    /// Non-empty lines walked: every record or damaged line the verifier visited.
+    /// Non-empty lines walked: every record or damaged line the verifier visited (a segment
+    /// abandoned as unreadable contributes nothing).
     pub entries: u64,
-    /// Records whose linkage and HMAC verified.
+    /// Records among them whose linkage and HMAC verified.
     pub verified_entries: u64,
     /// The walker's chain head after the last line: the last adopted `hmac`, genesis
     /// (`"0"*64`) for an empty chain.
