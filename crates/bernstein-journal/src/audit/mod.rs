@@ -13,7 +13,6 @@
 //! Verifying and head readings never write (no key creation, no lock file).
 
 mod append;
-pub mod bench;
 mod clock;
 mod head;
 mod record;
