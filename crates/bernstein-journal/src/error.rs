@@ -151,6 +151,42 @@ pub enum Error {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// A run artifact cannot be posted as given: its key, its typed content or its trace
+    /// context is invalid (the reference's `ArtifactValidationError`; the text is its message).
+    #[error("{reason}")]
+    ArtifactInvalid {
+        /// What is wrong, in the reference's words where it has them.
+        reason: String,
+    },
+    /// A run artifact's canonical content is over the per-blob cap (reference:
+    /// `ArtifactTooLargeError`).
+    #[error("artifact payload is {size} bytes, exceeds the {cap}-byte per-blob cap")]
+    ArtifactTooLarge {
+        /// The size of the canonical content bytes.
+        size: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// The poster does not hold the task's claim; the refusal was audit-recorded (reference:
+    /// the route's typed 403).
+    #[error("caller does not hold an active claim for task '{task_id}'")]
+    ArtifactRefused {
+        /// The task the post was aimed at.
+        task_id: String,
+        /// The identity that tried to post.
+        caller: String,
+        /// `unclaimed_task` or `claim_scope_violation`, as recorded in the audit chain.
+        reason: &'static str,
+    },
+    /// An evidence store (a lineage spine, a blob, the lineage log) is not in a state that can
+    /// be extended without laundering tampering or corrupting it.
+    #[error("cannot extend {path}: {reason}")]
+    EvidenceUnusable {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -449,7 +449,7 @@ fn jws_signing_input(protected: &str, payload: &[u8]) -> Vec<u8> {
 
 /// Python `==` between two decoded JSON values: `dict` equality ignores key order, and `bool`,
 /// `int` and `float` compare by numeric value.
-fn python_eq(a: &Value, b: &Value) -> bool {
+pub(crate) fn python_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Null, Value::Null) => true,
         (Value::Str(x), Value::Str(y)) => x == y,

@@ -1,0 +1,1 @@
+//! The ADR-009 lineage log (in progress).
