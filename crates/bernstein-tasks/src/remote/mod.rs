@@ -1,0 +1,529 @@
+//! The remote task backend: an HTTP/1.1 client for a running Bernstein task server
+//! (`bernstein serve`).
+//!
+//! Two layers:
+//!
+//! * [`TaskServerClient`] has one method per route the MCP tools call and returns the server's
+//!   JSON untouched ([`bernstein_protocol::pyjson::Value`]: unbounded integers, Python float
+//!   spellings and key order survive), for tools that hand the server's answer on verbatim
+//!   (claim receipts, mailbox entries, artifact records, full task rows, administrative runs,
+//!   the `GET /status` document) and for routes the trait has no operation for (messages,
+//!   artifacts, claim receipts, progress, costs, the `task.created` event stream,
+//!   administrative runs). Its failures are [`RemoteFailure`] values that keep the URL, the
+//!   status line, the server's `detail` and httpx's wording of the error
+//!   ([`RemoteFailure::reference_text`]).
+//! * [`RemoteBackend`] implements [`crate::TaskBackend`] on top of it, mapping rows to
+//!   [`crate::Task`] and refusals to the [`crate::Error`] variants the embedded store returns
+//!   for the same situation.
+//!
+//! # Configuration
+//!
+//! [`RemoteConfig`] takes the base URL, an optional bearer token and a timeout (default 5 s, as
+//! the reference). Only `http://` URLs are accepted: this crate has no TLS stack, and an
+//! `https://` URL is refused with an error that says so rather than being sent in clear. The
+//! token is passed in by the caller (the binary reads `BERNSTEIN_AUTH_TOKEN`; library code reads
+//! no environment). Each request sends `Authorization: Bearer <token>` when a non-empty token
+//! is configured, `accept`, a `user-agent`, and, for clones made with
+//! [`RemoteBackend::with_trace`], the W3C `traceparent` / `tracestate` / `baggage` headers of the
+//! call being served. Every exchange (connect, send, read the whole body) is bounded by the
+//! timeout; subscriptions are bounded by their own deadline instead.
+//!
+//! # Errors
+//!
+//! | what happened | [`FailureKind`] | [`crate::Error`] |
+//! |---|---|---|
+//! | connection refused, server down | `Unreachable` (reference text `All connection attempts failed`) | `Unavailable` |
+//! | no answer within the timeout | `Timeout` | `Unavailable` |
+//! | connection broke mid-answer | `Transport` | `Unavailable` |
+//! | 401 `Missing or invalid Authorization header` | `Unauthorized` | `Remote { 401, "… set BERNSTEIN_AUTH_TOKEN …" }` |
+//! | 404 `Task 'x' not found` | `NotFound` | `NotFound { Task, x }` |
+//! | 404 `Plan mode is not enabled on this server` | `NotFound` | `PlanModeDisabled` |
+//! | 409 `Illegal task transition: …` | `Conflict` | `IllegalTransition` (same text) |
+//! | 409 `Task 'x' cannot be cancelled from status 'y'` | `Conflict` | `NotCancellable` (same text) |
+//! | 409 `Version conflict: task x is at version n, expected m` | `Conflict` | `VersionConflict` |
+//! | 409 `Plan already approved`, hash mismatch | `Conflict` | `PlanAlreadyDecided`, `PlanHashMismatch` |
+//! | other 409 | `Conflict` | `Remote { 409, <server detail verbatim> }` |
+//! | 422 `empty_result_summary` | `Validation` | `EmptyResultSummary` |
+//! | other 4xx, 5xx | by status | `Remote { status, <server detail> }` |
+//! | 2xx body that is not the promised JSON | `MalformedBody` | `Remote { 502, … }` |
+//! | id, role or header value that cannot be sent | `InvalidArgument` | `InvalidRequest` |
+//!
+//! No body, however malformed, can make this module panic.
+//!
+//! # Where the remote backend differs from the embedded store
+//!
+//! The server is the authority, and it does not do everything the trait describes:
+//!
+//! * **Plans.** `bernstein serve` never enables plan mode, so every plan route answers 404
+//!   `Plan mode is not enabled on this server` ([`crate::Error::PlanModeDisabled`]). With plan
+//!   mode on (an in-process `create_app(plan_mode=True)`), get, list, approve and reject work;
+//!   the server has no route that *creates* a plan, so [`crate::TaskBackend::create_plan`]
+//!   always fails with [`crate::Error::InvalidRequest`].
+//! * **Read-then-write gates.** Completion and approval are gated by a `GET /tasks/{id}` read
+//!   followed by the `POST`, exactly as the reference MCP layer does; another client can move
+//!   the task between the two. The embedded store checks and writes under one lock. The server
+//!   still refuses illegal transitions, so the race can only let a completion through from a
+//!   status the server itself accepts (for example a task that moved to `waiting_for_subtasks`
+//!   in between).
+//! * **Cancellation** is not pre-read: the server's 409 is the refusal, and its detail names the
+//!   status. `cancelled_descendants` is counted afterwards from `GET /tasks?status=cancelled`
+//!   by walking `parent_task_id` chains, as the reference does, so it also counts descendants
+//!   that were already cancelled before this call; `blocked_dependents` are the tasks now in
+//!   `blocked_by_failed_dep` that depend on a cancelled task. Both are best effort: if the
+//!   follow-up listing fails after the cancel succeeded, they are reported as empty rather
+//!   than failing a cancel that happened.
+//! * **Claims.** The server checks dependencies itself and ignores
+//!   [`crate::backend::ClaimRequest::completed_ids`], so a dependency the caller lists as
+//!   complete but the server holds as not `done`/`closed` still blocks the claim. The unmet
+//!   list of [`crate::Error::DependenciesUnmet`] is rebuilt with one read per dependency. A
+//!   claim of a task that is not `open` keeps the server's own 409 text (`task x is not open
+//!   (status=…)`) in [`crate::Error::Remote`].
+//! * **Task rows** carry no claimer, attempt count or per-task cost, so tasks read from a
+//!   server have `claimed_by: None`, `attempts: 0` and `cost_usd: 0.0`; per-role costs come
+//!   from `GET /status` as the server reports them. Field rules are not re-applied to rows the
+//!   server stored (it accepts an empty title, for example).
+//! * **Validation** of a new task is the server's (pydantic); a refused body is a 422 or 400
+//!   [`crate::Error::Remote`] with the server's detail, not [`crate::Error::InvalidTask`].
+//! * **Listing** pages through `GET /tasks?limit=&offset=` (the unpaginated form is capped at
+//!   500 rows); cursors are decimal offsets, so a page can shift if tasks are created while a
+//!   caller pages.
+//! * **Evidence** (audit events, run-journal rows) is written by the server into its own
+//!   `.sdd/`, not by this process.
+
+mod api;
+mod client;
+mod convert;
+mod endpoint;
+mod failure;
+mod sse;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::time::Duration;
+
+use bernstein_protocol::pyjson::Value;
+use hyper::header::HeaderValue;
+
+pub use api::{AGENT_ID_HEADER, SubscribeOutcome, TaskServerClient, TraceContext};
+pub use failure::{FailureKind, RemoteFailure, StatusLine};
+
+use crate::backend::{
+    ApprovalOutcome, CancelOutcome, ClaimRequest, ListQuery, PlanDecision, PlanRecord,
+    StatusSummary, TaskBackend, TaskPage,
+};
+use crate::error::Error;
+use crate::lifecycle::{SUCCESSFUL_TASK_STATUSES, TaskStatus, WORKER_COMPLETABLE_TASK_STATUSES};
+use crate::model::{NewTask, Task, TaskId};
+use client::HttpClient;
+use endpoint::BaseUrl;
+
+/// The reference's per-request timeout (`_HTTP_TIMEOUT = 5.0`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most rows the server returns per page (`_LIST_TASKS_HARD_CAP`).
+pub const MAX_PAGE_SIZE: usize = 500;
+
+/// How to reach a task server.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RemoteConfig {
+    /// `http://host[:port][/prefix]` of the task server (for example `http://127.0.0.1:8052`).
+    pub base_url: String,
+    /// The bearer token the server was started with; `None` or empty sends no
+    /// `Authorization` header.
+    pub bearer_token: Option<String>,
+    /// The deadline of each request.
+    pub timeout: Duration,
+}
+
+impl RemoteConfig {
+    /// A configuration for `base_url` with no token and the 5-second default timeout.
+    pub fn new(base_url: impl Into<String>) -> RemoteConfig {
+        RemoteConfig {
+            base_url: base_url.into(),
+            bearer_token: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The same configuration sending `token` as the bearer (an empty token sends none).
+    pub fn with_bearer_token(mut self, token: Option<String>) -> RemoteConfig {
+        self.bearer_token = token;
+        self
+    }
+
+    /// The same configuration with a per-request `timeout`.
+    pub fn with_timeout(mut self, timeout: Duration) -> RemoteConfig {
+        self.timeout = timeout;
+        self
+    }
+}
+
+impl fmt::Debug for RemoteConfig {
+    /// Shows whether a token is set, never the token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RemoteConfig")
+            .field("base_url", &self.base_url)
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// [`crate::TaskBackend`] over a running Bernstein task server.
+///
+/// Cheap to clone. Its futures need a Tokio runtime (with the I/O and time drivers enabled).
+#[derive(Debug, Clone)]
+pub struct RemoteBackend {
+    client: TaskServerClient,
+}
+
+impl RemoteBackend {
+    /// Checks `config` and builds the backend. Nothing is sent yet; a server that is down is
+    /// reported by the first call.
+    ///
+    /// Fails with [`Error::InvalidRequest`] for a URL that is not `http://host[:port][/path]`
+    /// (including every `https://` URL), a token that cannot be sent in a header, or a zero
+    /// timeout.
+    pub fn new(config: RemoteConfig) -> Result<RemoteBackend, Error> {
+        let base = BaseUrl::parse(&config.base_url).map_err(|problem| {
+            Error::InvalidRequest(format!(
+                "task server URL {:?} is not usable: {}",
+                config.base_url,
+                problem.describe()
+            ))
+        })?;
+        let bearer = match config.bearer_token.as_deref() {
+            None | Some("") => None,
+            Some(token) => {
+                let mut value =
+                    HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                        Error::InvalidRequest(
+                            "the bearer token contains characters that cannot be sent in an HTTP \
+                         header (it must be visible ASCII)"
+                                .to_owned(),
+                        )
+                    })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        if config.timeout.is_zero() {
+            return Err(Error::InvalidRequest(
+                "the task-server timeout must be longer than zero".to_owned(),
+            ));
+        }
+        Ok(RemoteBackend {
+            client: TaskServerClient::from_http(HttpClient::new(base, bearer, config.timeout)),
+        })
+    }
+
+    /// The raw HTTP API, for routes the trait does not cover and for bodies that must be passed
+    /// on verbatim.
+    pub fn client(&self) -> &TaskServerClient {
+        &self.client
+    }
+
+    /// A clone that forwards `trace`'s W3C headers with every request it makes. Fails with
+    /// [`Error::InvalidRequest`] when a value cannot be an HTTP header.
+    pub fn with_trace(&self, trace: &TraceContext) -> Result<RemoteBackend, Error> {
+        Ok(RemoteBackend {
+            client: self.client.with_trace(trace)?,
+        })
+    }
+
+    async fn read_task(&self, id: &TaskId) -> Result<Task, Error> {
+        let row = self
+            .client
+            .get_task(id)
+            .await
+            .map_err(|f| convert::task_error(f, id))?;
+        convert::task_from_row(&row)
+    }
+
+    /// Every row in `status` (all statuses for `None`) from `offset` on, page by page.
+    async fn all_rows(
+        &self,
+        status: Option<TaskStatus>,
+        mut offset: usize,
+    ) -> Result<Vec<Value>, Error> {
+        let mut rows = Vec::new();
+        loop {
+            let envelope = self
+                .client
+                .list_tasks_page(status, MAX_PAGE_SIZE, offset)
+                .await?;
+            let (page, total) = convert::page_from_envelope(&envelope)?;
+            if page.is_empty() {
+                return Ok(rows);
+            }
+            offset += page.len();
+            rows.extend(page);
+            if offset >= total {
+                return Ok(rows);
+            }
+        }
+    }
+
+    /// The dependencies of `id` that are not `done` or `closed` on the server, for a claim the
+    /// server refused with `has unresolved dependencies`. When none can be named (the server
+    /// also refuses for dependencies that ended without delivering through lineage, or a read
+    /// failed), every dependency is listed.
+    async fn unmet_dependencies(&self, id: &TaskId) -> Error {
+        let depends_on = match self.read_task(id).await {
+            Ok(task) => task.depends_on,
+            Err(_) => Vec::new(),
+        };
+        let mut unmet = Vec::new();
+        for dependency in &depends_on {
+            let delivered = match self.client.get_task(dependency).await {
+                Ok(row) => convert::row_status(&row)
+                    .is_some_and(|status| SUCCESSFUL_TASK_STATUSES.contains(&status)),
+                Err(_) => false,
+            };
+            if !delivered {
+                unmet.push(dependency.as_str().to_owned());
+            }
+        }
+        if unmet.is_empty() {
+            unmet = depends_on.iter().map(|d| d.as_str().to_owned()).collect();
+        }
+        Error::DependenciesUnmet {
+            task_id: id.as_str().to_owned(),
+            unmet,
+        }
+    }
+}
+
+impl TaskBackend for RemoteBackend {
+    async fn create_task(&self, request: NewTask) -> Result<Task, Error> {
+        let body = convert::create_body(&request);
+        let row = self.client.create_task(&body).await.map_err(|failure| {
+            match &request.parent_task_id {
+                Some(parent) => convert::task_error(failure, parent),
+                None => Error::from(failure),
+            }
+        })?;
+        convert::task_from_row(&row)
+    }
+
+    async fn create_subtask(&self, parent: &TaskId, request: NewTask) -> Result<Task, Error> {
+        let body = convert::subtask_body(parent, &request);
+        let row = self
+            .client
+            .create_subtask(&body)
+            .await
+            .map_err(|f| convert::task_error(f, parent))?;
+        convert::task_from_row(&row)
+    }
+
+    async fn get_task(&self, id: &TaskId) -> Result<Task, Error> {
+        self.read_task(id).await
+    }
+
+    async fn list_tasks(&self, query: &ListQuery) -> Result<TaskPage, Error> {
+        let offset = match &query.cursor {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .map_err(|_| Error::InvalidCursor(cursor.clone()))?,
+        };
+        match query.limit {
+            None => {
+                let rows = self.all_rows(query.status, offset).await?;
+                Ok(TaskPage {
+                    tasks: convert::tasks_from_rows(&rows)?,
+                    next_cursor: None,
+                })
+            }
+            Some(0) => Err(Error::InvalidRequest(
+                "a task page must hold at least one task (limit 0)".to_owned(),
+            )),
+            Some(limit) => {
+                let envelope = self
+                    .client
+                    .list_tasks_page(query.status, limit.min(MAX_PAGE_SIZE), offset)
+                    .await?;
+                let (rows, total) = convert::page_from_envelope(&envelope)?;
+                let next = offset + rows.len();
+                Ok(TaskPage {
+                    tasks: convert::tasks_from_rows(&rows)?,
+                    next_cursor: (!rows.is_empty() && next < total).then(|| next.to_string()),
+                })
+            }
+        }
+    }
+
+    async fn claim_task(&self, id: &TaskId, claim: &ClaimRequest) -> Result<Task, Error> {
+        match self
+            .client
+            .claim_task(id, claim.expected_version, claim.claimer.as_deref())
+            .await
+        {
+            Ok(row) => convert::task_from_row(&row),
+            Err(failure) if convert::is_unresolved_dependencies(&failure) => {
+                Err(self.unmet_dependencies(id).await)
+            }
+            Err(failure) => Err(convert::claim_error(failure, id)),
+        }
+    }
+
+    async fn complete_task(&self, id: &TaskId, result_summary: &str) -> Result<Task, Error> {
+        let current = self.read_task(id).await?;
+        if current.status == TaskStatus::Done {
+            // The reference server's own answer to completing a finished task.
+            return Err(Error::IllegalTransition {
+                task_id: id.as_str().to_owned(),
+                from: TaskStatus::Done,
+                to: TaskStatus::Done,
+            });
+        }
+        if !WORKER_COMPLETABLE_TASK_STATUSES.contains(&current.status) {
+            return Err(Error::NotCompletable {
+                task_id: id.as_str().to_owned(),
+                status: current.status,
+            });
+        }
+        let row = self
+            .client
+            .complete_task(id, result_summary)
+            .await
+            .map_err(|f| convert::task_error(f, id))?;
+        convert::task_from_row(&row)
+    }
+
+    async fn approve_task(&self, id: &TaskId, note: &str) -> Result<ApprovalOutcome, Error> {
+        let current = self.read_task(id).await?;
+        if crate::lifecycle::approval_target(current.status).is_none() {
+            return Err(Error::NotApprovable {
+                task_id: id.as_str().to_owned(),
+                status: current.status,
+            });
+        }
+        let row = self
+            .client
+            .complete_task(id, note)
+            .await
+            .map_err(|f| convert::task_error(f, id))?;
+        Ok(ApprovalOutcome {
+            task: convert::task_from_row(&row)?,
+            approved_from: current.status,
+        })
+    }
+
+    async fn fail_task(&self, id: &TaskId, reason: &str) -> Result<Task, Error> {
+        let row = self
+            .client
+            .fail_task(id, reason)
+            .await
+            .map_err(|f| convert::task_error(f, id))?;
+        convert::task_from_row(&row)
+    }
+
+    async fn cancel_task(&self, id: &TaskId, reason: &str) -> Result<CancelOutcome, Error> {
+        let row = match self.client.cancel_task(id, reason).await {
+            Ok(row) => row,
+            Err(failure) => {
+                let error = convert::cancel_error(failure, id);
+                if let Error::Remote { status: 409, .. } = error {
+                    // A 409 whose detail did not name the status: read it, as the reference
+                    // does after a refused cancel.
+                    let task = self.read_task(id).await?;
+                    return Err(Error::NotCancellable {
+                        task_id: id.as_str().to_owned(),
+                        status: task.status,
+                    });
+                }
+                return Err(error);
+            }
+        };
+        let task = convert::task_from_row(&row)?;
+        // Counting what the cascade did is best effort, as in the reference: the cancel has
+        // already happened, so a failed follow-up read must not turn it into an error.
+        let cancelled = self
+            .all_rows(Some(TaskStatus::Cancelled), 0)
+            .await
+            .unwrap_or_default();
+        let descendants = convert::descendants(&cancelled, id.as_str());
+        let mut cancelled_ids = descendants.clone();
+        cancelled_ids.push(id.as_str().to_owned());
+        let blocked = self
+            .all_rows(Some(TaskStatus::BlockedByFailedDep), 0)
+            .await
+            .and_then(|rows| convert::tasks_from_rows(&rows))
+            .unwrap_or_default();
+        let blocked_dependents = blocked
+            .into_iter()
+            .filter(|t| {
+                t.depends_on
+                    .iter()
+                    .any(|d| cancelled_ids.iter().any(|c| c == d.as_str()))
+            })
+            .map(|t| t.id)
+            .collect();
+        Ok(CancelOutcome {
+            task,
+            cancelled_descendants: descendants.len(),
+            blocked_dependents,
+        })
+    }
+
+    async fn status_summary(&self) -> Result<StatusSummary, Error> {
+        let document = self.client.status().await?;
+        convert::status_from_document(&document)
+    }
+
+    async fn create_plan(&self, _goal: &str, _tasks: Vec<NewTask>) -> Result<PlanRecord, Error> {
+        Err(Error::InvalidRequest(
+            "the Bernstein task server has no route that creates a plan (its planner creates \
+             plans when plan mode is on); create plans with the embedded backend"
+                .to_owned(),
+        ))
+    }
+
+    async fn get_plan(&self, plan_id: &str) -> Result<PlanRecord, Error> {
+        let document = self
+            .client
+            .get_plan(plan_id)
+            .await
+            .map_err(|f| convert::plan_error(f, plan_id))?;
+        convert::plan_from_document(&document)
+    }
+
+    async fn list_plans(&self) -> Result<Vec<PlanRecord>, Error> {
+        let documents = self
+            .client
+            .list_plans(None)
+            .await
+            .map_err(|f| convert::plan_error(f, ""))?;
+        let Some(documents) = documents.as_array() else {
+            return Err(convert::unreadable(
+                "a plan list",
+                &[crate::FieldProblem::new("plans", "must be a list")],
+            ));
+        };
+        documents.iter().map(convert::plan_from_document).collect()
+    }
+
+    async fn approve_plan(&self, plan_id: &str, reason: &str) -> Result<PlanDecision, Error> {
+        let answer = self
+            .client
+            .approve_plan(plan_id, reason)
+            .await
+            .map_err(|f| convert::plan_error(f, plan_id))?;
+        convert::decision_from_answer(&answer, plan_id)
+    }
+
+    async fn reject_plan(&self, plan_id: &str, reason: &str) -> Result<PlanDecision, Error> {
+        let answer = self
+            .client
+            .reject_plan(plan_id, reason)
+            .await
+            .map_err(|f| convert::plan_error(f, plan_id))?;
+        convert::decision_from_answer(&answer, plan_id)
+    }
+}
