@@ -2,8 +2,10 @@
 //!
 //! Project automation for bernstein-mcp, run as `cargo xtask <command>`:
 //!
-//! * `tidy`: repository hygiene and crate layering (also run by `cargo test`).
+//! * `tidy`: repository hygiene and crate layering (also run by `cargo test`);
+//! * `interop`: feeds trees written by bernstein-mcp to the reference's own verifiers.
 
+mod interop;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -13,8 +15,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("tidy") => tidy::run(),
+        Some("interop") => interop::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <tidy>");
+            eprintln!("usage: cargo xtask <tidy | interop>");
             return ExitCode::from(2);
         }
     };

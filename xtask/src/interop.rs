@@ -1,0 +1,322 @@
+//! `cargo xtask interop`: checks bernstein-mcp against the reference implementation itself.
+//!
+//! Two directions, both with real files on disk:
+//!
+//! 1. evidence written by this workspace's crates (an audit chain, run journals in both hash
+//!    profiles, a run handle, signed mailbox entries mirrored to the chain) is fed to the
+//!    reference's own verifiers: the kit's `verify_dir.py` and `bernstein audit verify-hmac`;
+//! 2. a chain written by the reference is fed to our `bernstein-mcp audit verify`.
+//!
+//! The reference ("oracle") is optional: when it is not installed the command says so and exits
+//! 0 without claiming anything. Install it with `bash ../shared/reference/setup-oracle.sh`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail, ensure};
+use bernstein_journal::audit::{AuditChain, AuditEvent, keyless_newest_segment_head};
+use bernstein_journal::dlp::RedactionContext;
+use bernstein_journal::handle;
+use bernstein_journal::identity::SigningIdentity;
+use bernstein_journal::key::AuditKey;
+use bernstein_journal::mailbox::{Mailbox, NewMessage};
+use bernstein_journal::run_journal::{HashProfile, JournalWriter};
+use bernstein_protocol::pyjson::{Int, Object, Value};
+
+use crate::{cargo, project_root};
+
+/// The reference kit and its interpreter, when both are present.
+struct Oracle {
+    python: PathBuf,
+    cli: PathBuf,
+    verify_dir: PathBuf,
+}
+
+impl Oracle {
+    fn locate() -> Option<Oracle> {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let python = std::env::var_os("BERNSTEIN_PY")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".cache/bernstein-mcp/oracle/bin/python"));
+        let kit = std::env::var_os("BERNSTEIN_REFERENCE_KIT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| project_root().join("../shared/reference"));
+        let verify_dir = kit.join("vectors/verify_dir.py");
+        let cli = python.with_file_name("bernstein");
+        (python.exists() && verify_dir.exists() && cli.exists()).then_some(Oracle {
+            python,
+            cli,
+            verify_dir,
+        })
+    }
+}
+
+pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
+    if let Some(extra) = args.first() {
+        bail!("unknown interop stage {extra:?}; usage: cargo xtask interop");
+    }
+    let Some(oracle) = Oracle::locate() else {
+        eprintln!(
+            "interop: SKIPPED, the reference oracle is not installed \
+             (run `bash ../shared/reference/setup-oracle.sh`, or set BERNSTEIN_PY and \
+             BERNSTEIN_REFERENCE_KIT)"
+        );
+        return Ok(());
+    };
+    let scratch = tempfile_dir()?;
+    let result = evidence_we_write_verifies_under_the_reference(&oracle, &scratch)
+        .and_then(|()| chain_the_reference_writes_verifies_under_ours(&oracle, &scratch));
+    let _ = std::fs::remove_dir_all(&scratch);
+    result?;
+    eprintln!("interop: OK");
+    Ok(())
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("bernstein-interop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+fn write_key(path: &Path) -> anyhow::Result<AuditKey> {
+    std::fs::write(
+        path,
+        "3f1c9a7e5b2d4068a1c3e5f7092b4d6f8a0c2e4f6a8b0d2f4e6a8c0e2f4a6b8d\n",
+    )?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(AuditKey::from_file(path)?)
+}
+
+/// Writes a project with our crates, then runs the reference's verifiers on it.
+fn evidence_we_write_verifies_under_the_reference(
+    oracle: &Oracle,
+    scratch: &Path,
+) -> anyhow::Result<()> {
+    let root = scratch.join("ours");
+    let sdd = root.join(".sdd");
+    std::fs::create_dir_all(&sdd)?;
+    let key_path = scratch.join("audit.key");
+    let key = write_key(&key_path)?;
+    let chain = AuditChain::open(sdd.join("audit"), key.clone());
+
+    // Audit events whose details exercise the dialect: non-ASCII, astral characters, floats in
+    // both notations, an integer beyond 64 bits, nesting.
+    let tricky = Object::new()
+        .with("task_id", "t-1")
+        .with("title", "caf\u{e9} \u{1d11e} \u{2028} \"quoted\" \\ /")
+        .with("cost_usd", 1e-7)
+        .with("elapsed", 2.0)
+        .with(
+            "huge",
+            Value::Int(Int::parse("1000000000000000000000000000000").context("int")?),
+        )
+        .with(
+            "nested",
+            Object::new().with("b", vec![1, 2]).with("a", Value::Null),
+        );
+    chain.append(&AuditEvent::new(
+        "task.created",
+        "task_server",
+        "task",
+        "t-1",
+        tricky,
+    ))?;
+
+    // A run journal in each hash profile, moving the run from working to completed.
+    let mut journal = JournalWriter::open(&root, "task-t-1", HashProfile::PyJsonV1)?;
+    journal.append(
+        "task_claimed",
+        &Object::new()
+            .with("task_id", "t-1")
+            .with("claimed_by", "w\u{e9}"),
+    )?;
+    journal.append(
+        "task_progress",
+        &Object::new().with("task_id", "t-1").with("fraction", 0.5),
+    )?;
+    journal.append(
+        "task_completed",
+        &Object::new()
+            .with("task_id", "t-1")
+            .with("result_summary", "done \u{1f600}"),
+    )?;
+    let mut jcs = JournalWriter::open(&root, "run-jcs", HashProfile::JcsV2)?;
+    jcs.append(
+        "run_started",
+        &Object::new()
+            .with("goal", "\u{e9}t\u{e9}")
+            .with("ratio", 1e21),
+    )?;
+    jcs.append("run_completed", &Object::new().with("ok", true))?;
+
+    // Mailbox entries, each mirrored to the chain as the task server does. No body holds U+2028,
+    // U+2029 or U+0085: the reference reloads rows with `str.splitlines()` and cannot read such a
+    // mailbox back (FORMATS.md §5); ours can, and a unit test covers that case.
+    let signer = SigningIdentity::load_or_create(&sdd.join("identity"), "mailbox_signing")?;
+    let mailbox = Mailbox::open(&sdd, key.master(), signer);
+    for body in [
+        "first finding",
+        "token=abc export API_TOKEN=s3cret",
+        "caf\u{e9} \u{1d11e} mail to someone@example.com",
+    ] {
+        let entry = mailbox.post(
+            &NewMessage::new("t-1", "worker-a", "finding", body, 1_780_000_000.25),
+            &RedactionContext::default(),
+        )?;
+        let details = Object::new()
+            .with("task_id", entry.task_id.clone())
+            .with("seq", entry.seq)
+            .with("kind", entry.kind.clone())
+            .with("sender", entry.sender.clone())
+            .with(
+                "sender_card_fingerprint",
+                entry.sender_card_fingerprint.clone(),
+            )
+            .with("body_hash", entry.body_hash.clone())
+            .with("entry_hash", entry.entry_hash.clone())
+            .with("redaction_count", entry.redaction_count);
+        chain.append(&AuditEvent::new(
+            "task.mailbox_message",
+            "task_mailbox",
+            "task_mailbox_message",
+            entry.task_id.clone(),
+            details,
+        ))?;
+    }
+
+    // The run handle, projected after the last audit append, as `bernstein_run_status` does.
+    let chain_head = keyless_newest_segment_head(&sdd.join("audit"));
+    let handle = handle::project_run_handle(&root, "t-1", &chain_head)?;
+    let handle_path = scratch.join("handle.json");
+    std::fs::write(&handle_path, handle.render_run_status_body())?;
+
+    let output = Command::new(&oracle.python)
+        .arg(&oracle.verify_dir)
+        .arg(&root)
+        .arg("--key-file")
+        .arg(&key_path)
+        .arg("--handle")
+        .arg(&handle_path)
+        .output()
+        .context("run verify_dir.py")?;
+    let report = String::from_utf8_lossy(&output.stdout);
+    let parsed = Value::parse(&report)
+        .with_context(|| format!("verify_dir.py printed no JSON: {report}"))?;
+    let object = parsed.as_object().context("report is an object")?;
+    for section in ["audit", "journals", "handles", "mailbox"] {
+        let ok = object
+            .get(section)
+            .and_then(Value::as_object)
+            .and_then(|s| s.get("ok"));
+        eprintln!(
+            "interop: reference verify_dir.py section {section:<8} ok={}",
+            ok.map(Value::to_python_str).unwrap_or_default()
+        );
+    }
+    ensure!(
+        output.status.success(),
+        "the reference rejected evidence we wrote:\n{report}"
+    );
+
+    let output = Command::new(&oracle.cli)
+        .args(["audit", "verify-hmac"])
+        .current_dir(&root)
+        .env("BERNSTEIN_AUDIT_KEY_PATH", &key_path)
+        .output()
+        .context("run bernstein audit verify-hmac")?;
+    eprintln!(
+        "interop: reference `bernstein audit verify-hmac` exit={} {}",
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).trim()
+    );
+    ensure!(
+        output.status.success(),
+        "bernstein audit verify-hmac rejected our chain"
+    );
+    Ok(())
+}
+
+/// Builds the `bernstein-mcp` binary and returns its path, so a build failure is reported as one
+/// rather than as a verification verdict.
+fn bernstein_mcp_binary() -> anyhow::Result<PathBuf> {
+    let status = cargo()
+        .args(["build", "-q", "-p", "bernstein-mcp"])
+        .current_dir(project_root())
+        .status()?;
+    ensure!(status.success(), "cargo build -p bernstein-mcp failed");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_root().join("target"));
+    Ok(target.join("debug/bernstein-mcp"))
+}
+
+/// Has the reference append a chain (with a concurrent writer of ours in between), then runs
+/// `bernstein-mcp audit verify` on it.
+fn chain_the_reference_writes_verifies_under_ours(
+    oracle: &Oracle,
+    scratch: &Path,
+) -> anyhow::Result<()> {
+    let root = scratch.join("theirs");
+    let audit_dir = root.join(".sdd/audit");
+    std::fs::create_dir_all(&audit_dir)?;
+    let key_path = scratch.join("audit.key");
+    let key = AuditKey::from_file(&key_path)?;
+    let script = r#"
+import sys
+from pathlib import Path
+from bernstein.core.security.audit_chain import AuditChainStore
+store = AuditChainStore(Path(sys.argv[1]), key=Path(sys.argv[2]).read_bytes().strip())
+for n in range(int(sys.argv[3])):
+    store.log_with_prev_digest(event_type="task.created", actor="task_server", resource_type="task",
+        resource_id=f"t-{n}", details={"task_id": f"t-{n}", "title": "caf\u00e9 \U0001d11e", "cost": 0.1 * n})
+"#;
+    let python = |count: &str| -> anyhow::Result<()> {
+        let status = Command::new(&oracle.python)
+            .args(["-c", script])
+            .arg(&audit_dir)
+            .arg(&key_path)
+            .arg(count)
+            .status()?;
+        ensure!(status.success(), "the reference failed to append");
+        Ok(())
+    };
+    python("20")?;
+    // Our appender continues the reference's chain under the shared lock, then theirs again.
+    AuditChain::open(&audit_dir, key).append(&AuditEvent::new(
+        "task.created",
+        "bernstein-mcp",
+        "task",
+        "ours",
+        Object::new().with("task_id", "ours"),
+    ))?;
+    python("20")?;
+
+    let status = cargo()
+        .args([
+            "run",
+            "-q",
+            "-p",
+            "bernstein-mcp",
+            "--",
+            "audit",
+            "verify",
+            "--workdir",
+        ])
+        .arg(&root)
+        .arg("--key-file")
+        .arg(&key_path)
+        .current_dir(project_root())
+        .status()?;
+    eprintln!(
+        "interop: bernstein-mcp audit verify on a reference-written chain exit={}",
+        status.code().unwrap_or(-1)
+    );
+    ensure!(
+        status.success(),
+        "bernstein-mcp rejected a chain the reference wrote"
+    );
+    Ok(())
+}
