@@ -68,6 +68,20 @@ pub enum Error {
         /// The version the store holds.
         actual: u64,
     },
+    /// A claim named a task that is not `open`. The message is the reference's 409 `detail`.
+    #[error(
+        "task {task_id} is not open (status={status}); cannot claim (already claimed by session \
+         {})",
+        .holder.as_deref().map_or_else(|| "None".to_owned(), |h| format!("'{h}'"))
+    )]
+    NotClaimable {
+        /// The task.
+        task_id: String,
+        /// Its status when the store checked.
+        status: TaskStatus,
+        /// The session holding the claim, if any.
+        holder: Option<String>,
+    },
     /// A claim named a task whose dependencies have not all delivered.
     #[error("Task '{task_id}' has unmet dependencies: {}", .unmet.join(", "))]
     DependenciesUnmet {
@@ -165,19 +179,19 @@ pub enum Error {
         message: String,
     },
     /// A store file holds something that is not a record the store wrote. Nothing was changed.
-    #[error("task store {} is corrupt at line {line}: {problem}", .path.display())]
+    #[error(
+        "task store file {} is corrupt{}: {problem}",
+        .path.display(),
+        .line.map_or_else(String::new, |line| format!(" at line {line}"))
+    )]
     CorruptStore {
         /// The file.
         path: PathBuf,
-        /// 1-based line number.
-        line: u64,
+        /// 1-based line number, for line-oriented files.
+        line: Option<u64>,
         /// What is wrong with it.
         problem: String,
     },
-    /// Writing the evidence that accompanies a mutation (audit event, run-journal row) failed
-    /// after the mutation itself was made durable.
-    #[error("evidence write failed after the task change was stored: {0}")]
-    Evidence(String),
 }
 
 /// The kind of record an [`Error::NotFound`] refers to.
@@ -185,6 +199,8 @@ pub enum Error {
 pub enum Resource {
     /// A task.
     Task,
+    /// The parent named by a subtask request.
+    ParentTask,
     /// A plan.
     Plan,
 }
@@ -195,6 +211,7 @@ impl Resource {
     pub fn not_found_message(self, id: &str) -> String {
         match self {
             Resource::Task => format!("Task '{id}' not found"),
+            Resource::ParentTask => format!("Parent task '{id}' not found"),
             Resource::Plan => format!("Plan {id} not found"),
         }
     }
@@ -237,6 +254,7 @@ impl Error {
             Error::NotFound { .. } | Error::PlanModeDisabled => ErrorKind::NotFound,
             Error::IllegalTransition { .. }
             | Error::VersionConflict { .. }
+            | Error::NotClaimable { .. }
             | Error::DependenciesUnmet { .. }
             | Error::NotCompletable { .. }
             | Error::NotApprovable { .. }
@@ -262,8 +280,7 @@ impl Error {
             Error::InvalidPlan(_)
             | Error::Randomness
             | Error::Storage { .. }
-            | Error::CorruptStore { .. }
-            | Error::Evidence(_) => ErrorKind::Internal,
+            | Error::CorruptStore { .. } => ErrorKind::Internal,
         }
     }
 
@@ -288,7 +305,7 @@ impl Error {
             Error::InvalidPlan(_) => "invalid_plan",
             Error::Randomness => "randomness",
             Error::NotFound {
-                resource: Resource::Task,
+                resource: Resource::Task | Resource::ParentTask,
                 ..
             } => "unknown_task",
             Error::NotFound {
@@ -296,6 +313,7 @@ impl Error {
                 ..
             } => "unknown_plan",
             Error::VersionConflict { .. } => "version_conflict",
+            Error::NotClaimable { .. } => "task_not_claimable",
             Error::DependenciesUnmet { .. } => "dependencies_unmet",
             Error::NotCompletable { .. } => "task_not_completable",
             Error::NotApprovable { .. } => "task_not_awaiting_approval",
@@ -310,7 +328,6 @@ impl Error {
             Error::Remote { .. } => "remote_error",
             Error::Storage { .. } => "storage",
             Error::CorruptStore { .. } => "corrupt_store",
-            Error::Evidence(_) => "evidence",
         }
     }
 

@@ -14,15 +14,15 @@
 //! * [`plan`]: plan-mode cost estimates and the SHA-256 rendering hash an approval is bound to.
 //! * [`backend`]: the [`TaskBackend`] trait both backends implement, and its request and result
 //!   types.
-//! * [`remote`]: the [`TaskBackend`] over a running `bernstein serve` (HTTP/1.1), and the raw
-//!   route-by-route client for tools that pass the server's JSON on verbatim.
+//! * [`embedded`]: the durable, multi-process [`embedded::EmbeddedStore`] under `<workdir>/.sdd/`,
+//!   writing the reference server's own task log, backlog, run-journal rows and audit events.
 
 pub mod backend;
+pub mod embedded;
 mod error;
 pub mod lifecycle;
 pub mod model;
 pub mod plan;
-pub mod remote;
 
 pub use backend::TaskBackend;
 pub use error::{Error, ErrorKind, FieldProblem, Resource};

@@ -1,0 +1,2 @@
+//! Store benchmark (filled in below).
+fn main() {}

@@ -1,0 +1,706 @@
+//! The embedded task store: a durable, multi-process task coordinator under `<workdir>/.sdd/`.
+//!
+//! # Files
+//!
+//! | path | what |
+//! |---|---|
+//! | `.sdd/runtime/tasks.jsonl` | the task log: one full task snapshot per line ([`record`]) |
+//! | `.sdd/runtime/tasks.jsonl.lock` | the store lock (`flock`), separate from the log because compaction replaces the log's inode |
+//! | `.sdd/runtime/task-backlog.json` (+ `.lock`) | the claimable backlog, reconciled on every mutation ([`backlog`]) |
+//! | `.sdd/runtime/plans/<id>.json` | plan documents ([`plans`]) |
+//! | `.sdd/runs/task-<slug>/journal.jsonl` | run-journal rows the run handle projects its status from |
+//! | `.sdd/audit/*.jsonl` | the HMAC audit chain, when the caller passes an audit key |
+//!
+//! # Format decision: the reference's own task log
+//!
+//! The store writes the reference server's `.sdd/runtime/tasks.jsonl` format: every line is
+//! `json.dumps(record, default=str)` of the 41-key `TaskRecord` the reference's
+//! `TaskStore._task_to_record` writes, followed by the fields the reference's `Task.from_dict`
+//! also reads (`created_at`, `model`, `effort`) and two bookkeeping keys it ignores (`attempts`,
+//! `cost_usd`). So `bernstein serve` started in the same project replays our tasks, and this
+//! store reads a log `bernstein serve` wrote (its lines are full snapshots too). Keys we do not
+//! model are carried through unchanged. Two additions keep the log exact for us without
+//! breaking the reference reader, which ignores unknown keys and skips unparsable lines:
+//!
+//! * a mutation that changes several tasks (a cascade, a subtask split) marks its lines
+//!   `"batch": [k, n]`, and the group is applied all-or-nothing ([`log`]);
+//! * the reference replays a re-seen id by updating only its status, summary and agent; this
+//!   store takes the whole last snapshot, which is what every line holds.
+//!
+//! The reference writes neither `created_at` nor `model`/`effort` to its log; a record without
+//! `created_at` reads as time 0 here (the reference substitutes its load time).
+//!
+//! # One mutation
+//!
+//! Under the exclusive store lock, in this order:
+//!
+//! 1. catch up on records other processes appended since this process last read;
+//! 2. take the backlog lock and read the backlog; adopt claims made on it;
+//! 3. decide: look up, gate, transition, cascade ([`ops`]) — the gate check and the transition
+//!    see the same snapshot, so for example a completion refuses a task that is
+//!    `waiting_for_subtasks` at the moment of writing;
+//! 4. append every changed snapshot in one write and `fdatasync` — the operation is
+//!    acknowledged only after this;
+//! 5. rewrite the backlog when its projection changed (temporary file, fsync, rename, directory
+//!    fsync), release the backlog lock; write plan documents the operation changed;
+//! 6. append the run-journal rows, then the audit events (each fsynced by `bernstein-journal`).
+//!
+//! The task log is the source of truth and is written first, so a crash can leave evidence
+//! missing for a change, but never evidence of a change the log does not hold. The reference
+//! server orders its writes the same way (the receipts are written after the transition, best
+//! effort). Evidence that fails after the log holds the change is reported through
+//! [`EmbeddedStore::evidence_failures`] and the `tracing` log, not as an error of the operation,
+//! because the operation did happen.
+//!
+//! Reads take the lock shared and catch up, so they see every acknowledged change of every
+//! process.
+//!
+//! # Audit events and journal rows
+//!
+//! The audit events are the ones the reference task server writes for the same requests
+//! (checked against `fixtures/vectors/server_probe/.sdd/audit/`): `task.created` on create (not
+//! on subtask creation or plan tasks, as in the reference), `task.claim_receipt` with
+//! `claim_path: "by_id"` on a claim by id (not on the auto-claim of a completion), and
+//! `task.release_receipt` with `release_path` `fail`, `fail_empty_completion`, `cancel_cascade`
+//! or `failed_dependency_cascade` when the task held a claim. Completion and unclaimed cancels
+//! write no audit event, as in the reference. The audit key is given by the caller; the store
+//! never reads the environment.
+//!
+//! The reference server writes no run-journal rows for task transitions at all (its only
+//! server-side row is `artifact_posted`), so a reference run handle stays `working` forever.
+//! This store appends the rows the status projection reads, so the handle follows the task:
+//! `task_claimed` (payload `task_id, status, task_version, claimed_by`), `task_completed`
+//! (`task_id, status, task_version`), `task_failed` and `task_cancelled` (plus `reason`).
+//!
+//! # Deliberate differences from the reference
+//!
+//! * A completion with an empty summary strands the task's dependents like any failure (the
+//!   reference's empty-completion path forgets to).
+//! * Plan mode needs no launch flag.
+//! * A claim or completion is gated on the dependencies: each must be `done`/`closed` here or
+//!   named in the caller's completed ids.
+
+mod backlog;
+mod evidence;
+mod fsio;
+mod log;
+mod ops;
+mod plans;
+mod record;
+mod txn;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bernstein_journal::audit::AuditChain;
+use bernstein_journal::key::AuditKey;
+use ring::rand::SystemRandom;
+
+pub use evidence::EvidenceFailure;
+pub use log::TornTail;
+
+use self::fsio::LockFile;
+use self::log::TaskLog;
+use self::ops::Completion;
+use self::txn::Txn;
+use crate::backend::{
+    ApprovalOutcome, CancelOutcome, ClaimRequest, ListQuery, PlanDecision, PlanRecord, PlanStatus,
+    StatusSummary, TaskBackend, TaskPage,
+};
+use crate::error::Error;
+use crate::lifecycle::TaskStatus;
+use crate::model::{NewTask, Task, TaskId};
+
+/// The project state directory inside a workdir.
+pub const SDD_DIR: &str = ".sdd";
+/// The task log, inside `.sdd/runtime/`.
+pub const TASK_LOG_FILE: &str = "tasks.jsonl";
+/// The store lock file, inside `.sdd/runtime/`.
+pub const TASK_LOG_LOCK_FILE: &str = "tasks.jsonl.lock";
+/// The backlog file, inside `.sdd/runtime/`.
+pub const BACKLOG_FILE: &str = backlog::BACKLOG_FILE;
+
+/// Most evidence failures kept for [`EmbeddedStore::evidence_failures`]; older ones are dropped
+/// (they were logged when they happened).
+const MAX_KEPT_FAILURES: usize = 1024;
+/// Compact automatically once the log holds this many records...
+const COMPACT_MIN_RECORDS: u64 = 4096;
+/// ...and at least this many records per task.
+const COMPACT_RECORDS_PER_TASK: u64 = 8;
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// Log size before, in bytes.
+    pub bytes_before: u64,
+    /// Log size after, in bytes.
+    pub bytes_after: u64,
+    /// Tasks in the rewritten log (one line each).
+    pub tasks: usize,
+}
+
+/// The embedded task store of one project.
+///
+/// Cloning is cheap and clones share one in-process state. Every method is synchronous and
+/// blocking (file locks and fsyncs); the [`TaskBackend`] implementation runs them on Tokio's
+/// blocking pool. Note that the inherent methods share their names with the trait's: on a
+/// concrete `EmbeddedStore` the synchronous ones are called; generic code over
+/// `B: TaskBackend` gets the async ones.
+#[derive(Debug, Clone)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    workdir: PathBuf,
+    runtime: PathBuf,
+    plans: PathBuf,
+    lock: LockFile,
+    backlog_lock: LockFile,
+    log: Mutex<TaskLog>,
+    evidence: evidence::EvidenceSinks,
+    failures: Mutex<Vec<EvidenceFailure>>,
+    random: SystemRandom,
+}
+
+fn lock_mutex<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the guard leaves the fold at a record boundary (records are applied
+    // whole), and the next catch-up re-reads from disk anyway, so the state stays usable.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl EmbeddedStore {
+    /// Opens the store of the project at `workdir` (an existing directory), creating
+    /// `.sdd/runtime/` when needed, and reads the task log. With `audit_key`, mutations append
+    /// the reference's audit events to `.sdd/audit/`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when the directory cannot be used, [`Error::CorruptStore`] when the
+    /// log holds a line that is not crash debris.
+    pub fn open(
+        workdir: impl AsRef<Path>,
+        audit_key: Option<AuditKey>,
+    ) -> Result<EmbeddedStore, Error> {
+        let workdir = workdir.as_ref().to_path_buf();
+        let meta = std::fs::metadata(&workdir)
+            .map_err(|e| Error::storage("open workdir", &workdir, &e))?;
+        if !meta.is_dir() {
+            return Err(Error::Storage {
+                operation: "open workdir",
+                path: workdir,
+                kind: std::io::ErrorKind::NotADirectory,
+                message: "not a directory".to_owned(),
+            });
+        }
+        let sdd = workdir.join(SDD_DIR);
+        let runtime = sdd.join("runtime");
+        fsio::create_dir_all(&runtime)?;
+        let lock = LockFile::open(&runtime.join(TASK_LOG_LOCK_FILE))?;
+        let backlog_lock = LockFile::open(&runtime.join(backlog::BACKLOG_LOCK_FILE))?;
+        let chain = audit_key.map(|key| AuditChain::open(sdd.join("audit"), key));
+        let store = EmbeddedStore {
+            inner: Arc::new(Inner {
+                evidence: evidence::EvidenceSinks::new(&workdir, chain),
+                plans: plans::plans_dir(&sdd),
+                log: Mutex::new(TaskLog::new(runtime.join(TASK_LOG_FILE))),
+                workdir,
+                runtime,
+                lock,
+                backlog_lock,
+                failures: Mutex::new(Vec::new()),
+                random: SystemRandom::new(),
+            }),
+        };
+        store.read(|_| Ok(()))?;
+        Ok(store)
+    }
+
+    /// The project directory.
+    pub fn workdir(&self) -> &Path {
+        &self.inner.workdir
+    }
+
+    /// The task log file.
+    pub fn task_log_path(&self) -> PathBuf {
+        self.inner.runtime.join(TASK_LOG_FILE)
+    }
+
+    /// The audit chain mutations append to, when the store was opened with a key.
+    pub fn audit_chain(&self) -> Option<&AuditChain> {
+        self.inner.evidence.chain()
+    }
+
+    /// Every torn log tail this store has seen (crash debris skipped by reads, and removed by
+    /// the next append or compaction, which is then listed again with `removed: true`).
+    pub fn torn_tails(&self) -> Vec<TornTail> {
+        lock_mutex(&self.inner.log).tears_seen().to_vec()
+    }
+
+    /// Evidence (journal rows, audit events, backlog rewrites) that could not be written after
+    /// the task log already held the change, most recent last.
+    pub fn evidence_failures(&self) -> Vec<EvidenceFailure> {
+        lock_mutex(&self.inner.failures).clone()
+    }
+
+    fn record_failures(&self, failures: Vec<EvidenceFailure>) {
+        if failures.is_empty() {
+            return;
+        }
+        let mut kept = lock_mutex(&self.inner.failures);
+        kept.extend(failures);
+        let excess = kept.len().saturating_sub(MAX_KEPT_FAILURES);
+        kept.drain(..excess);
+    }
+
+    /// Runs `f` over the caught-up fold under the shared store lock.
+    fn read<T>(&self, f: impl FnOnce(&TaskLog) -> Result<T, Error>) -> Result<T, Error> {
+        let mut log = lock_mutex(&self.inner.log);
+        let _guard = self.inner.lock.shared()?;
+        log.catch_up()?;
+        f(&log)
+    }
+
+    /// Runs one mutation (see the module documentation for the steps). `after_commit` runs
+    /// once the log holds the change, still under both locks.
+    fn mutate<T>(
+        &self,
+        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error>,
+        after_commit: impl FnOnce(&T) -> Result<(), Error>,
+    ) -> Result<T, Error> {
+        let inner = &*self.inner;
+        let mut log = lock_mutex(&inner.log);
+        let _guard = inner.lock.exclusive()?;
+        log.catch_up()?;
+        let backlog = backlog::lock_and_read(&inner.runtime, &inner.backlog_lock)?;
+        let mut txn = Txn::new(&log, fsio::now_unix());
+        let adoptable = backlog.claims_to_adopt(|id| {
+            log.get(id)
+                .is_some_and(|stored| stored.task.status == TaskStatus::Open)
+        });
+        for claim in adoptable {
+            ops::adopt_backlog_claim(
+                &mut txn,
+                &claim.task_id,
+                claim.claimer,
+                claim.claimed_at,
+                claim.attempts,
+            )?;
+        }
+        let value = decide(&mut txn, self)?;
+        let (records, journal, audit) = txn.into_parts();
+        log.append(records)?;
+        let mut failures = Vec::new();
+        if let Some(problem) = backlog.problem() {
+            failures.push(EvidenceFailure {
+                target: "backlog".to_owned(),
+                task_id: String::new(),
+                message: format!("left unchanged because it cannot be read: {problem}"),
+            });
+        }
+        let reconciled = backlog.reconcile(log.iter().map(|stored| &stored.task), |id| {
+            log.get(id).map(|stored| &stored.task)
+        });
+        if let Err(e) = reconciled {
+            failures.push(EvidenceFailure {
+                target: "backlog".to_owned(),
+                task_id: String::new(),
+                message: e.to_string(),
+            });
+        }
+        drop(backlog);
+        let committed = after_commit(&value);
+        failures.extend(inner.evidence.write(&journal, &audit));
+        if log.records() >= COMPACT_MIN_RECORDS
+            && log.records() >= COMPACT_RECORDS_PER_TASK.saturating_mul(log.len() as u64)
+            && let Err(e) = log.compact()
+        {
+            failures.push(EvidenceFailure {
+                target: "compaction".to_owned(),
+                task_id: String::new(),
+                message: e.to_string(),
+            });
+        }
+        drop(log);
+        self.record_failures(failures);
+        committed.map(|()| value)
+    }
+
+    /// A fresh 12-hex id no task uses or depends on.
+    fn fresh_id(&self, txn: &Txn<'_>) -> Result<TaskId, Error> {
+        // 48 random bits collide with a few thousand tasks about once in 10^8 draws; a handful
+        // of retries makes a failure here a broken random source, not bad luck.
+        for _ in 0..8 {
+            let id = TaskId::generate(&self.inner.random)?;
+            let referenced = txn
+                .tasks()
+                .iter()
+                .any(|stored| stored.task.depends_on.contains(&id));
+            if !txn.contains(&id) && !referenced && !self.plan_exists(id.as_str()) {
+                return Ok(id);
+            }
+        }
+        Err(Error::Randomness)
+    }
+
+    fn plan_exists(&self, id: &str) -> bool {
+        self.inner.plans.join(format!("{id}.json")).exists()
+    }
+
+    /// Rewrites the task log as one line per task (see [`Compaction`]). Other processes notice
+    /// the new file and re-read it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when the rewrite fails (the old log is then untouched), or
+    /// [`Error::CorruptStore`].
+    pub fn compact(&self) -> Result<Compaction, Error> {
+        let mut log = lock_mutex(&self.inner.log);
+        let _guard = self.inner.lock.exclusive()?;
+        log.catch_up()?;
+        let (bytes_before, bytes_after) = log.compact()?;
+        Ok(Compaction {
+            bytes_before,
+            bytes_after,
+            tasks: log.len(),
+        })
+    }
+
+    /// See [`TaskBackend::create_task`].
+    pub fn create_task(&self, request: NewTask) -> Result<Task, Error> {
+        self.mutate(
+            |txn, store| {
+                let id = store.fresh_id(txn)?;
+                ops::create(txn, request, id)
+            },
+            |_| Ok(()),
+        )
+    }
+
+    /// See [`TaskBackend::create_subtask`].
+    pub fn create_subtask(&self, parent: &TaskId, request: NewTask) -> Result<Task, Error> {
+        self.mutate(
+            |txn, store| {
+                let id = store.fresh_id(txn)?;
+                ops::create_subtask(txn, parent, request, id)
+            },
+            |_| Ok(()),
+        )
+    }
+
+    /// See [`TaskBackend::get_task`].
+    pub fn get_task(&self, id: &TaskId) -> Result<Task, Error> {
+        self.read(|log| {
+            log.get(id)
+                .map(|stored| stored.task.clone())
+                .ok_or_else(|| Error::NotFound {
+                    resource: crate::error::Resource::Task,
+                    id: id.to_string(),
+                })
+        })
+    }
+
+    /// See [`TaskBackend::list_tasks`]. The cursor is the id of the last task of the previous
+    /// page.
+    pub fn list_tasks(&self, query: &ListQuery) -> Result<TaskPage, Error> {
+        if query.limit == Some(0) {
+            return Err(Error::InvalidRequest("limit must be at least 1".to_owned()));
+        }
+        self.read(|log| {
+            let start = match &query.cursor {
+                None => 0,
+                Some(cursor) => {
+                    let position = TaskId::parse(cursor)
+                        .ok()
+                        .and_then(|id| log.position(&id))
+                        .ok_or_else(|| Error::InvalidCursor(cursor.clone()))?;
+                    position + 1
+                }
+            };
+            let mut matching = log.order()[start.min(log.order().len())..]
+                .iter()
+                .filter_map(|id| log.get(id))
+                .filter(|stored| query.status.is_none_or(|s| stored.task.status == s));
+            let limit = query.limit.unwrap_or(usize::MAX);
+            let tasks: Vec<Task> = matching
+                .by_ref()
+                .take(limit)
+                .map(|stored| stored.task.clone())
+                .collect();
+            let next_cursor = match (matching.next(), tasks.last()) {
+                (Some(_), Some(last)) => Some(last.id.to_string()),
+                _ => None,
+            };
+            Ok(TaskPage { tasks, next_cursor })
+        })
+    }
+
+    /// See [`TaskBackend::claim_task`].
+    pub fn claim_task(&self, id: &TaskId, claim: &ClaimRequest) -> Result<Task, Error> {
+        self.mutate(|txn, _| ops::claim(txn, id, claim), |_| Ok(()))
+    }
+
+    /// See [`TaskBackend::complete_task`].
+    pub fn complete_task(&self, id: &TaskId, result_summary: &str) -> Result<Task, Error> {
+        match self.mutate(|txn, _| ops::complete(txn, id, result_summary), |_| Ok(()))? {
+            Completion::Done(task) => Ok(task),
+            Completion::FailedEmpty(task) => Err(Error::EmptyResultSummary {
+                task_id: task.id.to_string(),
+            }),
+        }
+    }
+
+    /// See [`TaskBackend::approve_task`].
+    pub fn approve_task(&self, id: &TaskId, note: &str) -> Result<ApprovalOutcome, Error> {
+        self.mutate(|txn, _| ops::approve(txn, id, note), |_| Ok(()))
+    }
+
+    /// See [`TaskBackend::fail_task`].
+    pub fn fail_task(&self, id: &TaskId, reason: &str) -> Result<Task, Error> {
+        self.mutate(|txn, _| ops::fail(txn, id, reason), |_| Ok(()))
+    }
+
+    /// See [`TaskBackend::cancel_task`].
+    pub fn cancel_task(&self, id: &TaskId, reason: &str) -> Result<CancelOutcome, Error> {
+        self.mutate(|txn, _| ops::cancel(txn, id, reason), |_| Ok(()))
+    }
+
+    /// See [`TaskBackend::status_summary`].
+    pub fn status_summary(&self) -> Result<StatusSummary, Error> {
+        self.read(|log| Ok(StatusSummary::from_tasks(log.iter().map(|s| &s.task))))
+    }
+
+    /// See [`TaskBackend::create_plan`]. The tasks are logged first, then the plan document.
+    pub fn create_plan(&self, goal: &str, tasks: Vec<NewTask>) -> Result<PlanRecord, Error> {
+        if tasks.is_empty() {
+            return Err(Error::InvalidRequest(
+                "a plan needs at least one task".to_owned(),
+            ));
+        }
+        self.mutate(
+            |txn, store| {
+                let mut planned = Vec::with_capacity(tasks.len());
+                for request in tasks {
+                    let id = store.fresh_id(txn)?;
+                    planned.push(ops::create_planned(txn, request, id)?);
+                }
+                let plan_id = store.fresh_id(txn)?;
+                Ok(plans::build(plan_id.to_string(), goal, &planned, txn.now))
+            },
+            |plan| plans::write(&self.inner.plans, plan),
+        )
+    }
+
+    /// See [`TaskBackend::get_plan`].
+    pub fn get_plan(&self, plan_id: &str) -> Result<PlanRecord, Error> {
+        plans::read(&self.inner.plans, plan_id)
+    }
+
+    /// See [`TaskBackend::list_plans`].
+    pub fn list_plans(&self) -> Result<Vec<PlanRecord>, Error> {
+        plans::list(&self.inner.plans)
+    }
+
+    /// See [`TaskBackend::approve_plan`].
+    pub fn approve_plan(&self, plan_id: &str, reason: &str) -> Result<PlanDecision, Error> {
+        self.decide_plan(plan_id, reason, PlanStatus::Approved)
+    }
+
+    /// See [`TaskBackend::reject_plan`].
+    pub fn reject_plan(&self, plan_id: &str, reason: &str) -> Result<PlanDecision, Error> {
+        self.decide_plan(plan_id, reason, PlanStatus::Rejected)
+    }
+
+    /// Moves the plan's `planned` tasks, then records the decision on the plan document. If the
+    /// process dies between the two, the tasks have moved and the plan is still pending; deciding
+    /// it again finishes the job (no task is `planned` any more, so none moves twice).
+    fn decide_plan(
+        &self,
+        plan_id: &str,
+        reason: &str,
+        decision: PlanStatus,
+    ) -> Result<PlanDecision, Error> {
+        let target = match decision {
+            PlanStatus::Approved => TaskStatus::Open,
+            _ => TaskStatus::Cancelled,
+        };
+        self.mutate(
+            |txn, store| {
+                let mut plan = plans::read(&store.inner.plans, plan_id)?;
+                plans::check_decidable(&plan)?;
+                let moved = ops::decide_planned(txn, &plans::task_ids(&plan), target)?;
+                plan.status = decision;
+                plan.decided_at = Some(txn.now);
+                plan.decision_reason = reason.to_owned();
+                Ok((plan, moved))
+            },
+            |(plan, _)| plans::write(&self.inner.plans, plan),
+        )
+        .map(|(plan, moved)| PlanDecision {
+            plan_id: plan.id().to_owned(),
+            status: decision,
+            task_ids: moved,
+        })
+    }
+}
+
+/// Runs `work` on Tokio's blocking pool when a runtime is present, inline otherwise.
+async fn blocking<T: Send + 'static>(
+    workdir: PathBuf,
+    work: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.spawn_blocking(work).await.unwrap_or_else(|join| {
+            Err(Error::Storage {
+                operation: "run a task store operation in",
+                path: workdir,
+                kind: std::io::ErrorKind::Other,
+                message: format!("the blocking task did not finish: {join}"),
+            })
+        }),
+        Err(_) => work(),
+    }
+}
+
+impl TaskBackend for EmbeddedStore {
+    fn create_task(&self, request: NewTask) -> impl Future<Output = Result<Task, Error>> + Send {
+        let store = self.clone();
+        blocking(self.workdir().to_path_buf(), move || {
+            store.create_task(request)
+        })
+    }
+
+    fn create_subtask(
+        &self,
+        parent: &TaskId,
+        request: NewTask,
+    ) -> impl Future<Output = Result<Task, Error>> + Send {
+        let (store, parent) = (self.clone(), parent.clone());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.create_subtask(&parent, request)
+        })
+    }
+
+    fn get_task(&self, id: &TaskId) -> impl Future<Output = Result<Task, Error>> + Send {
+        let (store, id) = (self.clone(), id.clone());
+        blocking(self.workdir().to_path_buf(), move || store.get_task(&id))
+    }
+
+    fn list_tasks(
+        &self,
+        query: &ListQuery,
+    ) -> impl Future<Output = Result<TaskPage, Error>> + Send {
+        let (store, query) = (self.clone(), query.clone());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.list_tasks(&query)
+        })
+    }
+
+    fn claim_task(
+        &self,
+        id: &TaskId,
+        claim: &ClaimRequest,
+    ) -> impl Future<Output = Result<Task, Error>> + Send {
+        let (store, id, claim) = (self.clone(), id.clone(), claim.clone());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.claim_task(&id, &claim)
+        })
+    }
+
+    fn complete_task(
+        &self,
+        id: &TaskId,
+        result_summary: &str,
+    ) -> impl Future<Output = Result<Task, Error>> + Send {
+        let (store, id, summary) = (self.clone(), id.clone(), result_summary.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.complete_task(&id, &summary)
+        })
+    }
+
+    fn approve_task(
+        &self,
+        id: &TaskId,
+        note: &str,
+    ) -> impl Future<Output = Result<ApprovalOutcome, Error>> + Send {
+        let (store, id, note) = (self.clone(), id.clone(), note.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.approve_task(&id, &note)
+        })
+    }
+
+    fn fail_task(
+        &self,
+        id: &TaskId,
+        reason: &str,
+    ) -> impl Future<Output = Result<Task, Error>> + Send {
+        let (store, id, reason) = (self.clone(), id.clone(), reason.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.fail_task(&id, &reason)
+        })
+    }
+
+    fn cancel_task(
+        &self,
+        id: &TaskId,
+        reason: &str,
+    ) -> impl Future<Output = Result<CancelOutcome, Error>> + Send {
+        let (store, id, reason) = (self.clone(), id.clone(), reason.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.cancel_task(&id, &reason)
+        })
+    }
+
+    fn status_summary(&self) -> impl Future<Output = Result<StatusSummary, Error>> + Send {
+        let store = self.clone();
+        blocking(self.workdir().to_path_buf(), move || store.status_summary())
+    }
+
+    fn create_plan(
+        &self,
+        goal: &str,
+        tasks: Vec<NewTask>,
+    ) -> impl Future<Output = Result<PlanRecord, Error>> + Send {
+        let (store, goal) = (self.clone(), goal.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.create_plan(&goal, tasks)
+        })
+    }
+
+    fn get_plan(&self, plan_id: &str) -> impl Future<Output = Result<PlanRecord, Error>> + Send {
+        let (store, plan_id) = (self.clone(), plan_id.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.get_plan(&plan_id)
+        })
+    }
+
+    fn list_plans(&self) -> impl Future<Output = Result<Vec<PlanRecord>, Error>> + Send {
+        let store = self.clone();
+        blocking(self.workdir().to_path_buf(), move || store.list_plans())
+    }
+
+    fn approve_plan(
+        &self,
+        plan_id: &str,
+        reason: &str,
+    ) -> impl Future<Output = Result<PlanDecision, Error>> + Send {
+        let (store, plan_id, reason) = (self.clone(), plan_id.to_owned(), reason.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.approve_plan(&plan_id, &reason)
+        })
+    }
+
+    fn reject_plan(
+        &self,
+        plan_id: &str,
+        reason: &str,
+    ) -> impl Future<Output = Result<PlanDecision, Error>> + Send {
+        let (store, plan_id, reason) = (self.clone(), plan_id.to_owned(), reason.to_owned());
+        blocking(self.workdir().to_path_buf(), move || {
+            store.reject_plan(&plan_id, &reason)
+        })
+    }
+}

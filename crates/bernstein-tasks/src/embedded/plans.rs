@@ -1,0 +1,420 @@
+//! Plan mode for the embedded store: estimates, and plan documents under
+//! `.sdd/runtime/plans/<id>.json` in the reference's `TaskPlan.to_dict()` shape (`indent=2`).
+//!
+//! The estimate follows the reference's `_estimate_task_cost` with no seed configuration: tokens
+//! by scope (30 000 / 80 000 / 200 000), the task's model or the complexity default (`haiku`,
+//! `sonnet`, `opus`), and a blended price per 1 000 tokens for the Claude families
+//! (0.003 / 0.009 / 0.015 USD). A model outside those families is estimated at $0, which is what
+//! the reference's shared `is_free_route` check does for a model its price table does not list;
+//! this crate carries no copy of that table, so a priced non-Claude model is under-estimated.
+//! Risk follows `_classify_risk`; its keyword list is checked in declaration order (the
+//! reference iterates a `frozenset`, so its order varies with `PYTHONHASHSEED`).
+
+use std::path::{Path, PathBuf};
+
+use bernstein_journal::handle::render_indent2;
+use bernstein_protocol::pyjson::Value;
+
+use super::fsio;
+use crate::backend::{PlanRecord, PlanStatus};
+use crate::error::{Error, Resource};
+use crate::model::{Complexity, Scope, Task, TaskId};
+use crate::plan::{PlanContent, PlanEstimate};
+
+/// Keywords in a title or description that mark high-risk work (`_HIGH_RISK_KEYWORDS`).
+const HIGH_RISK_KEYWORDS: &[&str] = &[
+    "auth",
+    "authentication",
+    "authorization",
+    "schema",
+    "migration",
+    "database",
+    "security",
+    "secrets",
+    "credentials",
+    "permissions",
+    "rbac",
+    "encryption",
+    "deploy",
+    "infrastructure",
+    "production",
+    "billing",
+    "payment",
+    "delete",
+    "drop",
+    "destructive",
+];
+
+/// Roles that carry risk by themselves (`_HIGH_RISK_ROLES`).
+const HIGH_RISK_ROLES: &[&str] = &["security", "devops", "infrastructure", "dba"];
+
+/// Blended USD per 1 000 tokens of the model families the estimate prices.
+const PRICE_PER_1K: &[(&str, f64)] = &[("haiku", 0.003), ("sonnet", 0.009), ("opus", 0.015)];
+
+/// The risk level and reasons of a task (`_classify_risk`).
+fn classify_risk(task: &Task) -> (String, Vec<String>) {
+    let mut reasons = Vec::new();
+    let text = format!("{} {}", task.title, task.description).to_lowercase();
+    let matched: Vec<&str> = HIGH_RISK_KEYWORDS
+        .iter()
+        .copied()
+        .filter(|keyword| text.contains(keyword))
+        .collect();
+    if !matched.is_empty() {
+        reasons.push(format!(
+            "Contains high-risk keywords: {}",
+            matched.join(", ")
+        ));
+    }
+    if HIGH_RISK_ROLES.contains(&task.role.to_lowercase().as_str()) {
+        reasons.push(format!("High-risk role: {}", task.role));
+    }
+    if task.complexity == Complexity::High {
+        reasons.push("High complexity task".to_owned());
+    }
+    if task.scope == Scope::Large {
+        reasons.push("Large scope task".to_owned());
+    }
+    let severe = reasons.iter().any(|reason| {
+        let lower = reason.to_lowercase();
+        lower.contains("security") || lower.contains("auth")
+    });
+    let level = if reasons.len() >= 2 || severe {
+        if reasons.len() >= 3 {
+            "critical"
+        } else {
+            "high"
+        }
+    } else if !reasons.is_empty() {
+        "medium"
+    } else {
+        "low"
+    };
+    (level.to_owned(), reasons)
+}
+
+/// The cost and risk estimate of one task (`_estimate_task_cost`).
+pub(crate) fn estimate(task: &Task) -> PlanEstimate {
+    let model = task.model.clone().unwrap_or_else(|| {
+        match task.complexity {
+            Complexity::Low => "haiku",
+            Complexity::Medium => "sonnet",
+            Complexity::High => "opus",
+        }
+        .to_owned()
+    });
+    let tokens: i64 = match task.scope {
+        Scope::Small => 30_000,
+        Scope::Medium => 80_000,
+        Scope::Large => 200_000,
+    };
+    let lower = model.to_lowercase();
+    let rate = if lower.trim().ends_with(":free") {
+        0.0
+    } else {
+        PRICE_PER_1K
+            .iter()
+            .find(|(family, _)| lower.contains(family))
+            .map_or(0.0, |(_, price)| *price)
+    };
+    let (risk_level, risk_reasons) = classify_risk(task);
+    PlanEstimate {
+        task_id: task.id.to_string(),
+        title: task.title.clone(),
+        role: task.role.clone(),
+        model,
+        estimated_tokens: tokens,
+        estimated_cost_usd: (tokens as f64 / 1000.0) * rate,
+        risk_level,
+        risk_reasons,
+    }
+}
+
+/// A pending plan for `goal` over `tasks`, with its rendering hash bound.
+pub(crate) fn build(id: String, goal: &str, tasks: &[Task], now: f64) -> PlanRecord {
+    let estimates: Vec<PlanEstimate> = tasks.iter().map(estimate).collect();
+    let content = PlanContent {
+        id,
+        goal: goal.to_owned(),
+        total_estimated_cost_usd: estimates.iter().map(|e| e.estimated_cost_usd).sum(),
+        total_estimated_minutes: tasks.iter().map(|t| i64::from(t.estimated_minutes)).sum(),
+        high_risk_tasks: estimates
+            .iter()
+            .filter(|e| matches!(e.risk_level.as_str(), "high" | "critical"))
+            .map(|e| e.task_id.clone())
+            .collect(),
+        task_estimates: estimates,
+    };
+    let rendering_hash = content.rendering_hash();
+    PlanRecord {
+        content,
+        status: PlanStatus::Pending,
+        created_at: now,
+        decided_at: None,
+        decision_reason: String::new(),
+        rendering_hash,
+    }
+}
+
+/// Where plan documents live.
+pub(crate) fn plans_dir(sdd: &Path) -> PathBuf {
+    sdd.join("runtime").join("plans")
+}
+
+/// The document path of plan `plan_id`, after checking the id is one safe path segment.
+fn plan_path(dir: &Path, plan_id: &str) -> Result<PathBuf, Error> {
+    let id = TaskId::parse(plan_id)?;
+    Ok(dir.join(format!("{id}.json")))
+}
+
+/// Writes `plan` durably (temporary file, fsync, rename, directory fsync).
+pub(crate) fn write(dir: &Path, plan: &PlanRecord) -> Result<(), Error> {
+    let path = plan_path(dir, plan.id())?;
+    let text = render_indent2(&Value::Object(plan.to_object()));
+    fsio::write_atomic(&path, text.as_bytes())
+}
+
+/// Reads plan `plan_id`: [`Error::NotFound`] when there is no document, [`Error::CorruptStore`]
+/// when it is not a plan.
+pub(crate) fn read(dir: &Path, plan_id: &str) -> Result<PlanRecord, Error> {
+    let path = plan_path(dir, plan_id)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotFound {
+                resource: Resource::Plan,
+                id: plan_id.to_owned(),
+            });
+        }
+        Err(e) => return Err(Error::storage("read", &path, &e)),
+    };
+    let plan = parse(&path, &text)?;
+    if plan.id() != plan_id {
+        return Err(corrupt(
+            &path,
+            format!("the document names plan {:?}", plan.id()),
+        ));
+    }
+    Ok(plan)
+}
+
+/// Every plan, newest first (`created_at` descending, then by id).
+pub(crate) fn list(dir: &Path) -> Result<Vec<PlanRecord>, Error> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::storage("list", dir, &e)),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::storage("list", dir, &e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        // Temporary files of an interrupted write end in `.tmp.<pid>.<hex>`, not `.json`.
+        if let Some(id) = name.strip_suffix(".json") {
+            ids.push(id.to_owned());
+        }
+    }
+    ids.sort();
+    let mut plans = ids
+        .iter()
+        .map(|id| read(dir, id))
+        .collect::<Result<Vec<_>, _>>()?;
+    plans.sort_by(|a, b| b.created_at.total_cmp(&a.created_at));
+    Ok(plans)
+}
+
+fn corrupt(path: &Path, problem: String) -> Error {
+    Error::CorruptStore {
+        path: path.to_path_buf(),
+        line: None,
+        problem,
+    }
+}
+
+/// Reads a `TaskPlan.to_dict()` document.
+fn parse(path: &Path, text: &str) -> Result<PlanRecord, Error> {
+    let document = Value::parse(text).map_err(|e| corrupt(path, format!("not JSON: {e:?}")))?;
+    let content = PlanContent::from_stored(&document).map_err(|e| corrupt(path, e.to_string()))?;
+    let Some(object) = document.as_object() else {
+        return Err(corrupt(path, "not a JSON object".to_owned()));
+    };
+    let mut problems = Vec::new();
+    let status = match object.get("status") {
+        None => PlanStatus::Pending,
+        Some(Value::Str(text)) => PlanStatus::parse(text).unwrap_or_else(|| {
+            problems.push(format!("status: unknown plan status {text:?}"));
+            PlanStatus::Pending
+        }),
+        Some(_) => {
+            problems.push("status: must be a string".to_owned());
+            PlanStatus::Pending
+        }
+    };
+    let mut number = |key: &str| match object.get(key) {
+        None | Some(Value::Null) => None,
+        Some(value @ (Value::Int(_) | Value::Float(_))) => value.as_f64(),
+        Some(_) => {
+            problems.push(format!("{key}: must be a number or null"));
+            None
+        }
+    };
+    let created_at = number("created_at").unwrap_or(0.0);
+    let decided_at = number("decided_at");
+    let mut text_field = |key: &str| match object.get(key) {
+        None => String::new(),
+        Some(Value::Str(text)) => text.clone(),
+        Some(_) => {
+            problems.push(format!("{key}: must be a string"));
+            String::new()
+        }
+    };
+    let decision_reason = text_field("decision_reason");
+    let rendering_hash = text_field("rendering_hash");
+    if !problems.is_empty() {
+        return Err(corrupt(path, problems.join("; ")));
+    }
+    Ok(PlanRecord {
+        content,
+        status,
+        created_at,
+        decided_at,
+        decision_reason,
+        rendering_hash,
+    })
+}
+
+/// The plan's task ids, in plan order (ids that are not safe task ids cannot name a task here).
+pub(crate) fn task_ids(plan: &PlanRecord) -> Vec<TaskId> {
+    plan.content
+        .task_estimates
+        .iter()
+        .filter_map(|e| TaskId::parse(&e.task_id).ok())
+        .collect()
+}
+
+/// Refuses a decision on a plan that is decided, or whose content changed after its hash was
+/// bound (plans without a hash skip the check, as in the reference).
+pub(crate) fn check_decidable(plan: &PlanRecord) -> Result<(), Error> {
+    if plan.status != PlanStatus::Pending {
+        return Err(Error::PlanAlreadyDecided {
+            plan_id: plan.id().to_owned(),
+            status: plan.status.as_str().to_owned(),
+        });
+    }
+    if !plan.rendering_hash.is_empty() {
+        let current = plan.content.rendering_hash();
+        if current != plan.rendering_hash {
+            return Err(Error::PlanHashMismatch {
+                plan_id: plan.id().to_owned(),
+                stored: plan.rendering_hash.clone(),
+                current,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NewTask;
+
+    fn task(title: &str, role: &str, complexity: Complexity, scope: Scope) -> Task {
+        let mut request = NewTask::new(title, "");
+        request.role = role.to_owned();
+        request.complexity = complexity;
+        request.scope = scope;
+        Task::new(TaskId::parse("a6876efd5ac5").unwrap(), request, 1.0).unwrap()
+    }
+
+    fn check(task: Task, expect: (&str, &[&str])) {
+        let (level, reasons) = classify_risk(&task);
+        assert_eq!(
+            (
+                level.as_str(),
+                reasons
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .as_slice()
+            ),
+            expect
+        );
+    }
+
+    #[test]
+    fn risk_levels_follow_the_reference_rules() {
+        check(
+            task("P0", "backend", Complexity::Medium, Scope::Medium),
+            ("low", &[]),
+        );
+        check(
+            task("Drop table", "backend", Complexity::Medium, Scope::Medium),
+            ("medium", &["Contains high-risk keywords: drop"]),
+        );
+        check(
+            task("Add auth", "backend", Complexity::Medium, Scope::Medium),
+            ("high", &["Contains high-risk keywords: auth"]),
+        );
+        check(
+            task("x", "DevOps", Complexity::High, Scope::Large),
+            (
+                "critical",
+                &[
+                    "High-risk role: DevOps",
+                    "High complexity task",
+                    "Large scope task",
+                ],
+            ),
+        );
+    }
+
+    #[test]
+    fn estimates_match_the_reference_plan_vector() {
+        // fixtures/vectors/http/plans.json: a medium backend task costs 80 000 tokens of sonnet.
+        let estimate = estimate(&task("P0", "backend", Complexity::Medium, Scope::Medium));
+        assert_eq!(estimate.model, "sonnet");
+        assert_eq!(estimate.estimated_tokens, 80_000);
+        assert_eq!(estimate.estimated_cost_usd, 0.72);
+        let mut free = task("P0", "backend", Complexity::Low, Scope::Small);
+        free.model = Some("vendor/model:free".into());
+        assert_eq!(estimate_cost(&free), 0.0);
+        free.model = None;
+        assert_eq!(estimate_cost(&free), 0.09);
+    }
+
+    fn estimate_cost(task: &Task) -> f64 {
+        estimate(task).estimated_cost_usd
+    }
+
+    #[test]
+    fn plan_documents_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let tasks = [task("P0", "backend", Complexity::Medium, Scope::Medium)];
+        let plan = build(
+            "86fb98ac29f1".into(),
+            "goal one",
+            &tasks,
+            1_796_004_119.427_735,
+        );
+        write(dir.path(), &plan).unwrap();
+        assert_eq!(read(dir.path(), "86fb98ac29f1").unwrap(), plan);
+        assert_eq!(list(dir.path()).unwrap(), [plan.clone()]);
+        insta::assert_snapshot!(
+            std::fs::read_to_string(dir.path().join("86fb98ac29f1.json")).unwrap()
+        );
+        assert!(matches!(
+            read(dir.path(), "000000000000"),
+            Err(Error::NotFound {
+                resource: Resource::Plan,
+                ..
+            })
+        ));
+        assert!(matches!(
+            read(dir.path(), "../x"),
+            Err(Error::InvalidTaskId { .. })
+        ));
+        check_decidable(&plan).unwrap();
+    }
+}
