@@ -16,6 +16,8 @@
 //!   types.
 //! * [`embedded`]: the durable, multi-process [`embedded::EmbeddedStore`] under `<workdir>/.sdd/`,
 //!   writing the reference server's own task log, backlog, run-journal rows and audit events.
+//! * [`remote`]: the [`TaskBackend`] over a running `bernstein serve` (HTTP/1.1), and the raw
+//!   route-by-route client for tools that pass the server's JSON on verbatim.
 
 pub mod backend;
 pub mod embedded;
@@ -23,6 +25,7 @@ mod error;
 pub mod lifecycle;
 pub mod model;
 pub mod plan;
+pub mod remote;
 
 pub use backend::TaskBackend;
 pub use error::{Error, ErrorKind, FieldProblem, Resource};
