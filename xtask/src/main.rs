@@ -3,8 +3,10 @@
 //! Project automation for bernstein-mcp, run as `cargo xtask <command>`:
 //!
 //! * `tidy`: repository hygiene and crate layering (also run by `cargo test`);
+//! * `bench`: the benchmarks, side by side with the reference when it is installed;
 //! * `interop`: feeds trees written by bernstein-mcp to the reference's own verifiers.
 
+mod bench;
 mod interop;
 mod tidy;
 
@@ -15,9 +17,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("tidy") => tidy::run(),
+        Some("bench") => bench::run(&args[1..]),
         Some("interop") => interop::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <tidy | interop>");
+            eprintln!("usage: cargo xtask <tidy | bench [NAME] | interop>");
             return ExitCode::from(2);
         }
     };
