@@ -1,7 +1,11 @@
 //! The one integration-test binary of `bernstein-journal`: golden vectors from Bernstein 3.23
 //! under `fixtures/vectors/`, and cross-process behaviour.
 
+mod artifacts;
 mod audit;
+mod capsule;
+mod claim;
+mod lineage_log;
 mod mailbox;
 mod run_journal;
 mod support;
