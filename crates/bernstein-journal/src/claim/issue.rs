@@ -259,10 +259,10 @@ pub fn issue_claim_receipt(
 /// Claims from the JSON backlog of the project at `project_root`, the way the reference's
 /// claim-receipt route does for the default tenant:
 ///
+/// * under the backlog lock (`.sdd/runtime/task-backlog.json.lock`) the backlog is read;
 /// * the claim-signing identity `.sdd/identity/claim_signing.{pem,pub}` is loaded, or created
 ///   on first use;
-/// * under the backlog lock (`.sdd/runtime/task-backlog.json.lock`) the backlog is read,
-///   [`issue_claim_receipt`] runs against the chain in `.sdd/audit`, and for a grant the
+/// * [`issue_claim_receipt`] runs against the chain in `.sdd/audit`, and for a grant the
 ///   updated backlog is written back (indent 2, unsorted keys, temporary file + rename).
 ///
 /// Bad input stops before anything is appended or rewritten: an unsafe claimer id, a backlog
@@ -287,10 +287,12 @@ pub fn claim_in_project(
         &sdd.join("runtime"),
         &[super::backlog::BACKLOG_FILE_NAME],
     )?;
-    let signer = SigningIdentity::load_or_create(&sdd.join("identity"), CLAIM_IDENTITY_NAME)?;
-    let chain = AuditChain::open(sdd.join("audit"), key);
     let _lock = BacklogLock::acquire(&backlog)?;
     let entries = read_backlog(&backlog)?;
+    // The identity is loaded (or minted on first use) only once the backlog is known to be
+    // usable, and before the chain is touched: a bad key file stops the claim unrecorded.
+    let signer = SigningIdentity::load_or_create(&sdd.join("identity"), CLAIM_IDENTITY_NAME)?;
+    let chain = AuditChain::open(sdd.join("audit"), key);
     let outcome = issue_claim_receipt(&entries, request, &signer, &chain, time)?;
     if outcome.granted() {
         write_backlog(&backlog, &outcome.rows)?;

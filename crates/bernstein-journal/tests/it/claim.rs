@@ -630,6 +630,45 @@ fn bad_input_is_refused_before_anything_is_written() {
     }
 }
 
+#[test]
+fn the_signing_identity_is_minted_on_first_use_only_for_a_usable_backlog() {
+    let project = tempfile::tempdir().unwrap();
+    write_backlog_text(project.path(), "[{\"id\": 1}, {\"id\": \"1\"}]");
+    let err = claim_in_project(
+        project.path(),
+        audit_key(),
+        &vector_grant_request(),
+        vector_claim_time(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::Malformed { .. }), "{err}");
+    assert!(!project.path().join(".sdd/identity").exists());
+    assert!(!project.path().join(".sdd/audit").exists());
+
+    write_backlog_text(project.path(), r#"[{"id": "t-1", "role": "backend"}]"#);
+    let request = ClaimRequest::new("worker-a", ClaimFilter::default());
+    let outcome =
+        claim_in_project(project.path(), audit_key(), &request, ClaimTime::now()).unwrap();
+    assert!(outcome.granted());
+    let identity = SigningIdentity::load(
+        &project.path().join(".sdd/identity/claim_signing.pem"),
+        &project.path().join(".sdd/identity/claim_signing.pub"),
+    )
+    .unwrap();
+    assert_eq!(
+        identity.public_key_pem(),
+        outcome.receipt.signer_public_key_pem
+    );
+    let report =
+        verify_claim_receipt_in_project(project.path(), &outcome.receipt.to_wire(), audit_key())
+            .unwrap();
+    assert!(report.ok(), "{report:?}");
+    // The row is taken: the same request is now refused, signed at the head the grant wrote.
+    let again = claim_in_project(project.path(), audit_key(), &request, ClaimTime::now()).unwrap();
+    assert!(!again.granted());
+    assert_eq!(again.receipt.chain_head, outcome.audit_record.unwrap().hmac);
+}
+
 fn backlog_path_dir(project: &Path) -> PathBuf {
     let dir = project.join(".sdd/runtime");
     fs::create_dir_all(&dir).unwrap();
