@@ -101,6 +101,19 @@ pub(crate) fn task_error(failure: RemoteFailure, id: &TaskId) -> Error {
     Error::from(failure)
 }
 
+/// The failure of a create naming `parent`: a 404 is [`Error::NotFound`] for the parent (the
+/// server says `Parent task 'x' not found` from `self-create` and `Task 'x' not found` from
+/// `POST /tasks`; both mean the parent is missing).
+pub(crate) fn parent_error(failure: RemoteFailure, parent: &TaskId) -> Error {
+    if failure.kind() == FailureKind::NotFound {
+        return Error::NotFound {
+            resource: Resource::ParentTask,
+            id: parent.as_str().to_owned(),
+        };
+    }
+    Error::from(failure)
+}
+
 /// The failure of a cancel of task `id`: the server's `Task 'x' cannot be cancelled from status
 /// 'y'` 409 is [`Error::NotCancellable`].
 pub(crate) fn cancel_error(failure: RemoteFailure, id: &TaskId) -> Error {
@@ -120,22 +133,52 @@ pub(crate) fn cancel_error(failure: RemoteFailure, id: &TaskId) -> Error {
 }
 
 /// The failure of a claim of task `id`: `Version conflict: task X is at version N, expected M`
-/// is [`Error::VersionConflict`]; the dependency refusal is reported by the caller, which reads
-/// the dependencies to name the unmet ones.
+/// is [`Error::VersionConflict`], `task X is not open (status=…); cannot claim (…)` is
+/// [`Error::NotClaimable`] when that variant renders the server's sentence exactly; the
+/// dependency refusal is reported by the caller, which reads the dependencies to name the unmet
+/// ones.
 pub(crate) fn claim_error(failure: RemoteFailure, id: &TaskId) -> Error {
     if failure.kind() == FailureKind::Conflict
-        && let Some((actual, expected)) = failure
-            .detail()
-            .and_then(Value::as_str)
-            .and_then(parse_version_conflict)
+        && let Some(detail) = failure.detail().and_then(Value::as_str)
     {
-        return Error::VersionConflict {
-            task_id: id.as_str().to_owned(),
-            expected,
-            actual,
-        };
+        if let Some((actual, expected)) = parse_version_conflict(detail) {
+            return Error::VersionConflict {
+                task_id: id.as_str().to_owned(),
+                expected,
+                actual,
+            };
+        }
+        if let Some(error) = parse_not_claimable(detail) {
+            return error;
+        }
     }
     task_error(failure, id)
+}
+
+/// `task X is not open (status=S); cannot claim (already claimed by session H)` as
+/// [`Error::NotClaimable`], where `H` is `None` or a Python-quoted session id. Only accepted
+/// when the variant renders back to exactly the same text, so a session id whose Python repr
+/// needed escapes keeps the server's wording in [`Error::Remote`] instead.
+fn parse_not_claimable(detail: &str) -> Option<Error> {
+    let rest = detail.strip_prefix("task ")?;
+    let (task_id, rest) = rest.split_once(" is not open (status=")?;
+    let (status, rest) = rest.split_once("); cannot claim (already claimed by session ")?;
+    let holder_repr = rest.strip_suffix(')')?;
+    let holder = match holder_repr {
+        "None" => None,
+        quoted => Some(
+            quoted
+                .strip_prefix('\'')
+                .and_then(|q| q.strip_suffix('\''))?
+                .to_owned(),
+        ),
+    };
+    let error = Error::NotClaimable {
+        task_id: task_id.to_owned(),
+        status: TaskStatus::parse(status)?,
+        holder,
+    };
+    (error.to_string() == detail).then_some(error)
 }
 
 /// Whether a claim failure is the server's `task X has unresolved dependencies` refusal.

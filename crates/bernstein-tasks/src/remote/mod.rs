@@ -41,6 +41,8 @@
 //! | 409 `Illegal task transition: …` | `Conflict` | `IllegalTransition` (same text) |
 //! | 409 `Task 'x' cannot be cancelled from status 'y'` | `Conflict` | `NotCancellable` (same text) |
 //! | 409 `Version conflict: task x is at version n, expected m` | `Conflict` | `VersionConflict` |
+//! | 409 `task x is not open (status=…); cannot claim (…)` | `Conflict` | `NotClaimable` (same text) |
+//! | 404 `Parent task 'x' not found` (subtask creation) | `NotFound` | `NotFound { ParentTask, x }` |
 //! | 409 `Plan already approved`, hash mismatch | `Conflict` | `PlanAlreadyDecided`, `PlanHashMismatch` |
 //! | other 409 | `Conflict` | `Remote { 409, <server detail verbatim> }` |
 //! | 422 `empty_result_summary` | `Validation` | `EmptyResultSummary` |
@@ -75,9 +77,9 @@
 //! * **Claims.** The server checks dependencies itself and ignores
 //!   [`crate::backend::ClaimRequest::completed_ids`], so a dependency the caller lists as
 //!   complete but the server holds as not `done`/`closed` still blocks the claim. The unmet
-//!   list of [`crate::Error::DependenciesUnmet`] is rebuilt with one read per dependency. A
-//!   claim of a task that is not `open` keeps the server's own 409 text (`task x is not open
-//!   (status=…)`) in [`crate::Error::Remote`].
+//!   list of [`crate::Error::DependenciesUnmet`] is rebuilt with one read per dependency. The
+//!   `holder` of [`crate::Error::NotClaimable`] is the session the server names in its 409
+//!   text (the claim's `claimed_by_session`), which the task rows themselves never show.
 //! * **Task rows** carry no claimer, attempt count or per-task cost, so tasks read from a
 //!   server have `claimed_by: None`, `attempts: 0` and `cost_usd: 0.0`; per-role costs come
 //!   from `GET /status` as the server reports them. Field rules are not re-applied to rows the
@@ -304,7 +306,7 @@ impl TaskBackend for RemoteBackend {
         let body = convert::create_body(&request);
         let row = self.client.create_task(&body).await.map_err(|failure| {
             match &request.parent_task_id {
-                Some(parent) => convert::task_error(failure, parent),
+                Some(parent) => convert::parent_error(failure, parent),
                 None => Error::from(failure),
             }
         })?;
@@ -317,7 +319,7 @@ impl TaskBackend for RemoteBackend {
             .client
             .create_subtask(&body)
             .await
-            .map_err(|f| convert::task_error(f, parent))?;
+            .map_err(|f| convert::parent_error(f, parent))?;
         convert::task_from_row(&row)
     }
 

@@ -576,10 +576,11 @@ async fn subtask_posts_to_self_create_and_maps_a_missing_parent() {
     assert_eq!(
         error,
         Error::NotFound {
-            resource: Resource::Task,
+            resource: Resource::ParentTask,
             id: "gone".into()
         }
     );
+    assert_eq!(error.to_string(), "Parent task 'gone' not found");
     let requests = server.requests();
     assert_eq!(
         std::str::from_utf8(&requests[0].body).unwrap(),
@@ -861,22 +862,60 @@ async fn claim_maps_versions_and_dependencies() {
         ]
     );
 
-    // Any other 409 keeps the server's sentence.
-    let text = "task 55ad7026909d is not open (status=claimed); cannot claim (already claimed by session 'w')";
-    let server = Script::serve(vec![detail(409, text)]).await;
-    let error = server
-        .backend()
-        .claim_task(&id("55ad7026909d"), &ClaimRequest::default())
-        .await
-        .unwrap_err();
+    // A claim of a task that is not open: typed when the variant renders the same sentence,
+    // the server's sentence verbatim otherwise.
+    let claimed = "task 55ad7026909d is not open (status=claimed); cannot claim (already claimed \
+                   by session 'w-1')";
+    let unowned = "task 55ad7026909d is not open (status=done); cannot claim (already claimed by \
+                   session None)";
+    let escaped = "task 55ad7026909d is not open (status=claimed); cannot claim (already claimed \
+                   by session \"it's\")";
+    let other = "task 55ad7026909d: file ownership overlaps with 3ed7631685aa";
+    let server = Script::serve(vec![
+        detail(409, claimed),
+        detail(409, unowned),
+        detail(409, escaped),
+        detail(409, other),
+    ])
+    .await;
+    let backend = server.backend();
+    let mut errors = Vec::new();
+    for _ in 0..4 {
+        errors.push(
+            backend
+                .claim_task(&id("55ad7026909d"), &ClaimRequest::default())
+                .await
+                .unwrap_err(),
+        );
+    }
     assert_eq!(
-        error,
-        Error::Remote {
-            status: 409,
-            message: text.into()
+        errors[0],
+        Error::NotClaimable {
+            task_id: "55ad7026909d".into(),
+            status: TaskStatus::Claimed,
+            holder: Some("w-1".into())
         }
     );
-    assert_eq!(error.kind(), crate::ErrorKind::Conflict);
+    assert_eq!(errors[0].to_string(), claimed);
+    assert_eq!(
+        errors[1],
+        Error::NotClaimable {
+            task_id: "55ad7026909d".into(),
+            status: TaskStatus::Done,
+            holder: None
+        }
+    );
+    assert_eq!(errors[1].to_string(), unowned);
+    for (error, text) in [(&errors[2], escaped), (&errors[3], other)] {
+        assert_eq!(
+            *error,
+            Error::Remote {
+                status: 409,
+                message: text.into()
+            }
+        );
+        assert_eq!(error.kind(), crate::ErrorKind::Conflict);
+    }
 }
 
 #[tokio::test]
