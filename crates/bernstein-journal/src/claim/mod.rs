@@ -7,7 +7,7 @@
 //! post-claim backlog (`backlogHead`), the filter (`filterDigest`) and the audit-chain head of
 //! the `task.claim_receipt` event (`chainHead`) into one `receiptHash`, which is Ed25519-signed.
 //!
-//! * [`backlog`]: [`BacklogEntry`] rows with the reference's normalisation, reading any
+//! * [`BacklogEntry`] rows with the reference's normalisation, reading any
 //!   formatting, writing byte-identically ([`write_backlog`]) under [`BacklogLock`];
 //! * [`ClaimFilter`]: eligibility ([`ClaimFilter::allows`], first match in file order) and
 //!   [`ClaimFilter::digest`];
@@ -27,7 +27,7 @@
 //!                                            spec_revision, task_id}))
 //! ```
 
-pub mod backlog;
+mod backlog;
 mod filter;
 mod issue;
 pub(crate) mod python;
