@@ -48,3 +48,5 @@ pub use verify::{
     PERSISTENT_AGENT_STEP_EVENT, ProjectArtifactsReport, TaskArtifactsReport, latest_versions,
     read_artifact_rows, task_journal_path, verify_all_run_artifacts, verify_run_artifacts,
 };
+
+pub(crate) use blobs::write_atomically;
