@@ -177,14 +177,41 @@ impl<C: Clock> JournalWriter<C> {
     /// * [`Error::JournalUnusable`] when the existing journal cannot be extended soundly;
     /// * [`Error::Io`] for filesystem failures.
     pub fn append(&mut self, event: &str, payload: &Object) -> Result<AppendedRow> {
-        if let Some(key) = payload
-            .keys()
-            .find(|key| is_excluded_field(key) || matches!(*key, "event" | "hash_profile"))
-        {
-            return Err(Error::Encode(format!(
-                "payload key {key:?} collides with the journal row envelope"
-            )));
-        }
+        check_payload_keys(payload)?;
+        let (mut file, path) = self.open_locked()?;
+        // Closing the descriptor (when `file` drops) releases the lock.
+        self.append_locked(&mut file, &path, event, payload)
+    }
+
+    /// Appends one event whose payload is built from the journal's current rows, read under the
+    /// same exclusive lock the append holds, so a value derived from the rows (a count, an
+    /// order) cannot be raced by another process appending in between.
+    ///
+    /// `build` sees every row in file order and returns the payload, or `None` to append
+    /// nothing (the call then returns `Ok(None)`; the journal file may have been created
+    /// empty). Unlike [`JournalWriter::append`], the whole journal is re-read on every call.
+    ///
+    /// # Errors
+    ///
+    /// As [`JournalWriter::append`].
+    pub fn append_with<F>(&mut self, event: &str, build: F) -> Result<Option<AppendedRow>>
+    where
+        F: FnOnce(&[Object]) -> Option<Object>,
+    {
+        let (mut file, path) = self.open_locked()?;
+        let identity = file_identity(&file, &path)?;
+        let (tail, rows) = self.read_rows(&mut file, &path, identity)?;
+        let Some(payload) = build(&rows) else {
+            return Ok(None);
+        };
+        check_payload_keys(&payload)?;
+        self.write_row(&mut file, &path, identity, tail, event, &payload)
+            .map(Some)
+    }
+
+    /// Creates the run directory and journal file when needed, and returns the file opened for
+    /// appending with its exclusive lock held.
+    fn open_locked(&self) -> Result<(File, PathBuf)> {
         let checked = self.path()?;
         let run_dir =
             checked
@@ -198,7 +225,7 @@ impl<C: Clock> JournalWriter<C> {
         // Re-check after creating directories, so a symlink planted meanwhile is refused too.
         let path = self.path()?;
         let existed = path.exists();
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
@@ -210,8 +237,7 @@ impl<C: Clock> JournalWriter<C> {
             sync_directory(&run_dir)?;
         }
         file.lock().map_err(|err| Error::io("lock", &path, err))?;
-        // Closing the descriptor (when `file` drops) releases the lock.
-        self.append_locked(&mut file, &path, event, payload)
+        Ok((file, path))
     }
 
     fn append_locked(
@@ -224,9 +250,21 @@ impl<C: Clock> JournalWriter<C> {
         let identity = file_identity(file, path)?;
         let tail = match &self.tail {
             Some(tail) if tail.identity == identity => tail.clone(),
-            _ => self.read_tail(file, path, identity)?,
+            _ => self.read_rows(file, path, identity)?.0,
         };
+        self.write_row(file, path, identity, tail, event, payload)
+    }
 
+    /// Hashes and writes one row after `tail`, fsyncs it, and remembers the new tail.
+    fn write_row(
+        &mut self,
+        file: &mut File,
+        path: &Path,
+        identity: (u64, u64, u64),
+        tail: Tail,
+        event: &str,
+        payload: &Object,
+    ) -> Result<AppendedRow> {
         let mut hashed = Object::new();
         if tail.profile != HashProfile::PyJsonV1 {
             hashed.insert("hash_profile", tail.profile.as_str());
@@ -283,8 +321,13 @@ impl<C: Clock> JournalWriter<C> {
     }
 
     /// Re-reads the whole journal under the lock and derives the chain tail, refusing a journal
-    /// that cannot be extended soundly.
-    fn read_tail(&self, file: &mut File, path: &Path, identity: (u64, u64, u64)) -> Result<Tail> {
+    /// that cannot be extended soundly. Returns the rows read as well.
+    fn read_rows(
+        &self,
+        file: &mut File,
+        path: &Path,
+        identity: (u64, u64, u64),
+    ) -> Result<(Tail, Vec<Object>)> {
         let unusable = |reason: String| Error::JournalUnusable {
             path: path.to_path_buf(),
             reason,
@@ -323,7 +366,7 @@ impl<C: Clock> JournalWriter<C> {
                 verification.errors.join("; ")
             )));
         }
-        Ok(Tail {
+        let tail = Tail {
             identity,
             next_index: rows.len() as u64,
             head: rows
@@ -331,7 +374,21 @@ impl<C: Clock> JournalWriter<C> {
                 .map(|row| row_str(row, "event_hash"))
                 .unwrap_or_default(),
             profile,
-        })
+        };
+        Ok((tail, scanned.loaded.rows))
+    }
+}
+
+/// Refuses a payload key that collides with the row envelope.
+fn check_payload_keys(payload: &Object) -> Result<()> {
+    match payload
+        .keys()
+        .find(|key| is_excluded_field(key) || matches!(*key, "event" | "hash_profile"))
+    {
+        Some(key) => Err(Error::Encode(format!(
+            "payload key {key:?} collides with the journal row envelope"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -389,6 +446,27 @@ mod tests {
         let report = verify_journal(&writer.path().unwrap()).unwrap();
         assert!(report.ok(), "{report:?}");
         assert_eq!(report.head, second.event_hash);
+    }
+
+    #[test]
+    fn append_with_builds_the_payload_from_the_rows_under_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let mut second = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let count = |rows: &[Object]| Some(Object::new().with("seen", rows.len()));
+        let a = first.append_with("counted", count).unwrap().unwrap();
+        // The second writer has no cached tail; it must see the first writer's row.
+        let b = second.append_with("counted", count).unwrap().unwrap();
+        let c = first.append_with("counted", count).unwrap().unwrap();
+        assert_eq!((a.index, b.index, c.index), (0, 1, 2));
+        assert!(c.line.ends_with("\"seen\": 2}"), "{}", c.line);
+        assert_eq!(second.append_with("counted", |_| None).unwrap(), None);
+        let err = first
+            .append_with("x", |_| Some(Object::new().with("index", 1)))
+            .unwrap_err();
+        assert!(matches!(err, Error::Encode(_)), "{err}");
+        let report = verify_journal(&first.path().unwrap()).unwrap();
+        assert!(report.ok() && report.count == 3, "{report:?}");
     }
 
     #[test]
