@@ -406,6 +406,13 @@ impl TaskBackend for RemoteBackend {
                 status: current.status,
             });
         }
+        if note.trim().is_empty() {
+            // The server would treat an empty summary as a failed completion and fail the task;
+            // an approval must never do that, so the note is refused before anything is sent.
+            return Err(Error::InvalidRequest(
+                "an approval note must not be empty".to_owned(),
+            ));
+        }
         let row = self
             .client
             .complete_task(id, note)

@@ -674,6 +674,23 @@ async fn approval_only_acts_on_pending_approval() {
     );
     assert_eq!(server.lines(), ["GET /tasks/55ad7026909d"]);
 
+    // An empty note is refused after the read and before any write: the server would fail the
+    // task for an empty summary.
+    let server = Script::serve(vec![json(
+        200,
+        with_status("claim by id", "pending_approval"),
+    )])
+    .await;
+    assert_eq!(
+        server
+            .backend()
+            .approve_task(&id("55ad7026909d"), " ")
+            .await
+            .unwrap_err(),
+        Error::InvalidRequest("an approval note must not be empty".into())
+    );
+    assert_eq!(server.lines(), ["GET /tasks/55ad7026909d"]);
+
     let server = Script::serve(vec![
         json(200, with_status("claim by id", "pending_approval")),
         canned("complete"),
