@@ -442,9 +442,9 @@ pub fn write_capsule_record(project_root: &Path, signed: &SignedContextCapsule) 
     SystemRandom::new()
         .fill(&mut suffix)
         .map_err(|_| Error::Encode("the system random generator failed".to_owned()))?;
+    // A fixed-length temporary name: the task id may already be close to the file-name limit.
     let tmp = parent.join(format!(
-        ".{}.tmp.{}.{}",
-        signed.capsule.task_id,
+        ".capsule.tmp.{}.{}",
         std::process::id(),
         hex(&suffix)
     ));

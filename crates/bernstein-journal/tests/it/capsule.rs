@@ -315,6 +315,19 @@ fn sealing_without_a_journal_is_reported_as_unrecorded() {
 }
 
 #[test]
+fn a_task_id_at_the_file_name_limit_round_trips() {
+    // `<id>.json` is exactly 255 bytes, the longest file name Linux allows.
+    let project = tempfile::tempdir().unwrap();
+    let task_id = "t".repeat(250);
+    let signed = SignedContextCapsule::seal(ContextCapsule::new(&task_id, "task-t"), &identity());
+    write_capsule_record(project.path(), &signed).unwrap();
+    assert_eq!(
+        read_capsule_record(project.path(), &task_id).unwrap(),
+        CapsuleRecord::Loaded(Box::new(signed))
+    );
+}
+
+#[test]
 fn bad_input_writes_nothing() {
     let project = tempfile::tempdir().unwrap();
     let chain = chain_of(project.path());
