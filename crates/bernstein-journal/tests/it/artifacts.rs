@@ -769,3 +769,116 @@ fn a_post_reproduces_the_live_server_record_and_spine() {
         );
     }
 }
+
+#[test]
+fn findings_and_report_citations_match_the_reference() {
+    // The reference posted the same finding and a report citing it; these are its content
+    // hashes and, after the finding's blob was edited (`eval(x)` -> `eval(y)`), its reasons.
+    let finding_hash = "sha256:0ce3ebd6008efbfc52c5f0675a9a20470b6a09b8fbceaf0fdf00846f8b7cceee";
+    let report_hash = "sha256:7b2b8a9c1297d612eb32e2a455cf1fd6a1151d1f4a4fc0940add2640f1347c06";
+    let edited_hash = "sha256:eae5e5a84e0c03d375effd0ff4846aecae3a3d71e3739d7050f330cc282faaf7";
+
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    let key = audit_key();
+    let chain = AuditChain::open(project.join(".sdd/audit"), key.clone());
+    let sarif = Value::parse(
+        r#"{"ruleId":"R1","locations":[{"physicalLocation":{"artifactLocation":{"uri":"src/a.py"},"region":{"startLine":4,"snippet":{"text":"eval(x)"}}}}]}"#,
+    )
+    .unwrap();
+    let finding = ArtifactContent::finding(
+        object(&sarif),
+        &bernstein_journal::artifacts::FindingProvenance {
+            tool: "scan".into(),
+            tool_version: "1.0".into(),
+            pinned_ruleset_or_feed_digest: "sha256:ab".into(),
+            invocation_argv_hash: "h".into(),
+            target: "repo".into(),
+        },
+    )
+    .unwrap();
+    let posted =
+        post_run_artifact_with_clock(project, &chain, &request("t-9", "f1", &finding), || 0.0)
+            .unwrap();
+    assert_eq!(posted.record.content_hash, finding_hash);
+    let report = ArtifactContent::report_citing(
+        "cites f1",
+        vec![
+            Object::new()
+                .with("task_id", "t-9")
+                .with("key", "f1")
+                .with("version", 1)
+                .with("finding_hash", finding_hash),
+        ],
+    )
+    .unwrap();
+    let posted =
+        post_run_artifact_with_clock(project, &chain, &request("t-9", "r1", &report), || 0.0)
+            .unwrap();
+    assert_eq!(posted.record.content_hash, report_hash);
+    assert!(verify_run_artifacts(project, "t-9", &key).unwrap().ok());
+
+    let hex = &finding_hash["sha256:".len()..];
+    let blob = project.join(format!(".sdd/evidence/blobs/{}/{hex}", &hex[..2]));
+    let text = fs::read_to_string(&blob)
+        .unwrap()
+        .replace("eval(x)", "eval(y)");
+    fs::write(&blob, text).unwrap();
+    let reasons: Vec<String> = verify_run_artifacts(project, "t-9", &key)
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|r| r.reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            format!(
+                "blob content hash {edited_hash} does not match journal row {finding_hash} (key='f1' version=1 index=0)"
+            ),
+            format!(
+                "referenced finding 't-9':'f1' receipt hash {edited_hash} does not match report's recorded finding_hash {finding_hash} (key='r1' version=1 index=1)"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_journal_moved_under_another_task_name_fails_the_project_check() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    copy_tree(&vector("artifacts"), project);
+    fs::rename(
+        project.join(".sdd/runs/task-t-42"),
+        project.join(".sdd/runs/task-t-43"),
+    )
+    .unwrap();
+    // A task journal without artifact rows whose chain is broken may be hiding rows.
+    let hidden = project.join(".sdd/runs/task-t-44");
+    fs::create_dir_all(&hidden).unwrap();
+    fs::write(
+        hidden.join("journal.jsonl"),
+        "{\"index\": 0, \"event\": \"x\"}\n",
+    )
+    .unwrap();
+    let report = verify_all_run_artifacts(project, &audit_key()).unwrap();
+    let reasons: Vec<(&str, &str)> = report
+        .results
+        .iter()
+        .map(|r| (r.task_id.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            (
+                "t-43",
+                "artifact row task id does not resolve to its own journal (task-t-43); the journal has been tampered with"
+            ),
+            (
+                "t-44",
+                "task journal Merkle chain/reader coverage does not verify (task-t-44); artifact rows may be hidden"
+            ),
+        ]
+    );
+    assert!(!report.ok());
+}

@@ -459,3 +459,24 @@ fn framing_schema_and_parent_problems_are_each_reported() {
             .any(|p| p.message.starts_with("invalid JSON in log.jsonl"))
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn any_single_byte_change_to_the_log_is_reported(
+        position in proptest::prelude::any::<proptest::sample::Index>(),
+        byte in proptest::prelude::any::<u8>(),
+    ) {
+        let scratch = tempfile::tempdir().unwrap();
+        copy_tree(&vector("artifacts/.sdd/lineage"), &scratch.path().join(".sdd/lineage"));
+        let path = scratch.path().join(".sdd/lineage/log.jsonl");
+        let mut bytes = fs::read(&path).unwrap();
+        let at = position.index(bytes.len());
+        proptest::prop_assume!(bytes[at] != byte);
+        bytes[at] = byte;
+        fs::write(&path, &bytes).unwrap();
+        let report = verify_lineage(scratch.path(), "src/app.py", &operator_key(), &cards()).unwrap();
+        proptest::prop_assert!(!report.ok, "byte {} -> {:#04x}", at, byte);
+    }
+}
