@@ -103,6 +103,74 @@ pub(crate) fn dumps_spaced(value: &Value, lone_surrogates: bool) -> String {
     }
 }
 
+/// The HMAC pre-image of a line already known to be canonical PY-SPACED: the line with its
+/// top-level `"hmac": …` member cut out.
+///
+/// For a canonical line this is byte-identical to `PY-SPACED(record_without_hmac)` (the writer
+/// emits sorted keys with `", "` between members), and it saves cloning and re-serialising every
+/// record on the verify path. Returns `None` when the line is not an object it can walk, so the
+/// caller falls back to [`body_pre_image`].
+pub(crate) fn canonical_line_pre_image(line: &[u8]) -> Option<Vec<u8>> {
+    if line.first() != Some(&b'{') {
+        return None;
+    }
+    // Walk the top-level members, tracking nesting and string state, and note where each
+    // member starts and ends.
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut member_start = 1usize;
+    for (i, &b) in line.iter().enumerate() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return cut_member(line, member_start, i, true);
+                }
+            }
+            b',' if depth == 1 => {
+                if let Some(cut) = cut_member(line, member_start, i, false) {
+                    return Some(cut);
+                }
+                // Members are separated by ", ": the next one starts after the space.
+                member_start = i + 2;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// If the member `line[start..end]` is the `"hmac"` member, the line without it (and without
+/// the separator that joined it to its neighbour).
+fn cut_member(line: &[u8], start: usize, end: usize, last: bool) -> Option<Vec<u8>> {
+    if !line.get(start..end)?.starts_with(b"\"hmac\": ") {
+        return None;
+    }
+    let mut out = Vec::with_capacity(line.len());
+    if last {
+        // `…, "hmac": v}` → `…}`; a lone member `{"hmac": v}` → `{}`.
+        out.extend_from_slice(&line[..start.saturating_sub(2).max(1)]);
+        out.extend_from_slice(&line[end..]);
+    } else {
+        // `"hmac": v, next` → `next`.
+        out.extend_from_slice(&line[..start]);
+        out.extend_from_slice(line.get(end + 2..)?);
+    }
+    Some(out)
+}
+
 pub(crate) fn hmac_over(
     key: &AuditKey,
     scheme: Scheme,
@@ -681,6 +749,28 @@ pub(crate) fn prefix_chars(text: &str, n: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
+
+    /// Slicing the `hmac` member out of a canonical line gives exactly the re-serialised body,
+    /// wherever the member sits and whatever the other members hold.
+    #[test]
+    fn canonical_line_pre_image_equals_reserialised_body() {
+        let cases = [
+            r#"{"actor": "a", "details": {"hmac": "nested", "x": [1, {"hmac": 2}]}, "event_type": "e", "hmac": "ab", "prev_hmac": "p", "scheme": 2}"#,
+            r#"{"hmac": "only"}"#,
+            r#"{"a": "x, \"hmac\": y", "hmac": "last"}"#,
+            r#"{"hmac": "first", "z": "caf\u00e9"}"#,
+            r#"{"actor": "no hmac member at all"}"#,
+        ];
+        for line in cases {
+            let value = bernstein_protocol::pyjson::Value::parse(line).unwrap();
+            let record = value.as_object().unwrap();
+            let expected = body_pre_image(record, false);
+            let sliced =
+                canonical_line_pre_image(line.as_bytes()).map(|b| String::from_utf8(b).unwrap());
+            assert_eq!(sliced.as_deref().unwrap_or(line), expected, "{line}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -20,8 +20,8 @@ use bernstein_protocol::pyjson::{Object, Value};
 
 use super::record::{
     CanonicalRecord, GENESIS_HMAC, LEGACY_ANCHOR_EVENT_TYPES, LineDefect, PREV_CHAIN_DIGEST_KEY,
-    Scheme, body_pre_image, hmac_over, parse_record_line, prefix_chars, python_int_or_zero,
-    python_str,
+    Scheme, body_pre_image, canonical_line_pre_image, hmac_over, parse_record_line, prefix_chars,
+    python_int_or_zero, python_str,
 };
 use super::report::{Finding, FindingKind, Tear, TearClass, VerifyProgress, VerifyReport};
 use super::segments::{
@@ -369,11 +369,16 @@ impl<'a> Walk<'a> {
         let stored_value = record.remove("hmac");
         let stored_hmac = stored_value.as_ref().map(python_str).unwrap_or_default();
         let entry_prev = record.get("prev_hmac").map(python_str).unwrap_or_default();
+        let pre_image = if lone_surrogates {
+            None
+        } else {
+            canonical_line_pre_image(bytes).and_then(|b| String::from_utf8(b).ok())
+        };
         let expected = hmac_over(
             self.key,
             scheme,
             &self.prev,
-            &body_pre_image(&record, lone_surrogates),
+            &pre_image.unwrap_or_else(|| body_pre_image(&record, lone_surrogates)),
         );
         let mut mismatches = Vec::new();
         if !constant_time_eq(entry_prev.as_bytes(), self.prev.as_bytes()) {
@@ -423,7 +428,8 @@ impl<'a> Walk<'a> {
         }
         current.ok_end = line.offset + line.len + u64::from(line.terminated);
         current.verified += 1;
-        let details = match record.get("details") {
+        // Cloning the details only when someone needs them keeps the plain verify path cheap.
+        let details = || match record.get("details") {
             Some(Value::Object(details)) => details.clone(),
             _ => Object::new(),
         };
@@ -432,13 +438,14 @@ impl<'a> Walk<'a> {
                 segment: 0,
                 line: line_no,
                 torn: event_type == EVENT_CHAIN_TORN_RECORD,
-                details: details.clone(),
+                details: details(),
             });
         }
         self.prev = stored_hmac.clone();
         if !self.want_records {
             return Step::Continue;
         }
+        let details = details();
         let text = |key: &str| record.get(key).map(python_str).unwrap_or_default();
         let verified = VerifiedRecord {
             segment: name,

@@ -21,8 +21,6 @@ mod parse;
 
 pub use parse::ParseError;
 
-use std::fmt::Write as _;
-
 /// A JSON value as Python's `json.loads` produces it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -392,30 +390,57 @@ fn write_value(out: &mut String, value: &Value, dialect: Dialect) {
 }
 
 /// Writes `s` as a JSON string literal with Python's escaping rules.
+///
+/// Runs of characters that need no escape are copied as whole slices: this function dominates
+/// the cost of verifying an audit chain, so it avoids per-character pushes and formatting.
 pub(crate) fn write_string(out: &mut String, s: &str, ensure_ascii: bool) {
+    out.reserve(s.len() + 2);
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if ensure_ascii && !(' '..='~').contains(&c) => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-            c => out.push(c),
+    let bytes = s.as_bytes();
+    let mut run_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let needs_escape = b == b'"' || b == b'\\' || b < 0x20 || (ensure_ascii && b >= 0x7f);
+        if !needs_escape {
+            i += 1;
+            continue;
         }
+        out.push_str(&s[run_start..i]);
+        if b < 0x80 {
+            match b {
+                b'"' => out.push_str("\\\""),
+                b'\\' => out.push_str("\\\\"),
+                b'\n' => out.push_str("\\n"),
+                b'\r' => out.push_str("\\r"),
+                b'\t' => out.push_str("\\t"),
+                0x08 => out.push_str("\\b"),
+                0x0c => out.push_str("\\f"),
+                _ => push_unicode_escape(out, u16::from(b)),
+            }
+            i += 1;
+        } else {
+            // Only reached with `ensure_ascii`: escape the whole character, as UTF-16 units.
+            let c = s[i..].chars().next().unwrap_or(char::REPLACEMENT_CHARACTER);
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                push_unicode_escape(out, *unit);
+            }
+            i += c.len_utf8();
+        }
+        run_start = i;
     }
+    out.push_str(&s[run_start..]);
     out.push('"');
+}
+
+/// Appends `\uXXXX` with lowercase hex digits, as Python writes it.
+fn push_unicode_escape(out: &mut String, unit: u16) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.push_str("\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(DIGITS[usize::from((unit >> shift) & 0xf)] as char);
+    }
 }
 
 #[cfg(test)]
