@@ -10,8 +10,8 @@ use bernstein_tasks::TaskStatus;
 use bernstein_tasks::lifecycle::{MCP_CANCELLABLE_STATUSES, set_contains};
 
 use crate::approval::Refusal;
-use crate::pyrepr::python_str_repr;
 use crate::reported;
+use bernstein_protocol::pyrepr::python_str_repr;
 
 /// The `error` code of the unknown-task answer.
 pub const UNKNOWN_TASK_ERROR: &str = "unknown_task";

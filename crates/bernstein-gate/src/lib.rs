@@ -14,7 +14,6 @@
 //! * [`shutdown`]: the containment barrier in front of the `SHUTDOWN` signal write
 //!   (`mcp/signal_paths.py`). It is the one gate that looks at the filesystem, and it only
 //!   reads: it stats, reads symlinks and never creates anything.
-//! * [`pyrepr`]: Python's `repr(str)`, which the reference interpolates into refusal messages.
 //!
 //! Every payload is a [`bernstein_protocol::pyjson::Object`] with the reference's key order; the
 //! tool layer serialises it (the stdio tools pretty-print gate refusals with `indent=2`).
@@ -22,7 +21,6 @@
 pub mod approval;
 pub mod cancel;
 mod error;
-pub mod pyrepr;
 pub mod shutdown;
 
 pub use approval::{Refusal, approval_gate, completion_gate};

@@ -40,7 +40,7 @@ use std::path::{Component, Path, PathBuf};
 use bernstein_protocol::pyjson::{Object, Value};
 
 use crate::error::Error;
-use crate::pyrepr::python_str_repr;
+use bernstein_protocol::pyrepr::python_str_repr;
 
 /// Longest path, in bytes (`PATH_MAX` on Linux; the reference's `MAX_PATH_BYTES`).
 pub const MAX_PATH_BYTES: usize = 4096;

@@ -110,7 +110,7 @@ pub enum Error {
     /// A mailbox message kind outside the typed vocabulary (reference: `UnknownMessageKind`).
     #[error(
         "unknown message kind {}; expected one of {}",
-        crate::mailbox::python_str_repr(.kind),
+        bernstein_protocol::pyrepr::python_str_repr(.kind),
         crate::mailbox::MESSAGE_KINDS_REPR
     )]
     UnknownMessageKind {
@@ -129,7 +129,7 @@ pub enum Error {
     /// `MailboxFull`).
     #[error(
         "task {} already holds {limit} unconsumed messages",
-        crate::mailbox::python_str_repr(.task_id)
+        bernstein_protocol::pyrepr::python_str_repr(.task_id)
     )]
     MailboxFull {
         /// The recipient task.

@@ -54,7 +54,7 @@ use std::io::{ErrorKind, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
-use bernstein_protocol::pyjson::{Dialect, Int, Object, Value, python_float_repr};
+use bernstein_protocol::pyjson::{Dialect, Int, Object, Value};
 use regex::Regex;
 
 use crate::crypto::{constant_time_eq, hmac_sha256_hex, sha256_hex};
@@ -1034,78 +1034,7 @@ fn python_str(value: &Value) -> String {
     }
 }
 
-/// Python's `repr(value)` for a decoded JSON value.
-fn python_repr(value: &Value) -> String {
-    match value {
-        Value::Null => "None".to_owned(),
-        Value::Bool(true) => "True".to_owned(),
-        Value::Bool(false) => "False".to_owned(),
-        Value::Int(i) => i.as_str().to_owned(),
-        Value::Float(x) => python_float_repr(*x),
-        Value::Str(s) => python_str_repr(s),
-        Value::Array(items) => {
-            let inner: Vec<String> = items.iter().map(python_repr).collect();
-            format!("[{}]", inner.join(", "))
-        }
-        Value::Object(object) => {
-            let inner: Vec<String> = object
-                .iter()
-                .map(|(k, v)| format!("{}: {}", python_str_repr(k), python_repr(v)))
-                .collect();
-            format!("{{{}}}", inner.join(", "))
-        }
-    }
-}
-
-/// Characters Python's `repr` escapes: not `str.isprintable()` under Unicode 15.0 (categories
-/// C* and Z* other than the space, and everything unassigned in 15.0).
-static PY_NON_PRINTABLE: LazyLock<Regex> = LazyLock::new(|| {
-    // A fixed pattern, compiled by every test run.
-    #[allow(clippy::expect_used)]
-    Regex::new(r"\A[[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}][^\p{Age=V15_0}]--\x20]\z")
-        .expect("printable pattern is valid")
-});
-
-/// Python's `repr(str)`: single quotes unless the text holds `'` and no `"`, with Python's
-/// escapes for the backslash, the quote, `\t\n\r` and non-printable characters.
-pub(crate) fn python_str_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_ascii() => out.push(c),
-            c if PY_NON_PRINTABLE.is_match(c.encode_utf8(&mut [0u8; 4])) => {
-                let code = c as u32;
-                if code < 0x100 {
-                    out.push_str(&format!("\\x{code:02x}"));
-                } else if code < 0x10000 {
-                    out.push_str(&format!("\\u{code:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{code:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
+use bernstein_protocol::pyrepr::{python_repr, python_str_repr};
 
 #[cfg(test)]
 mod tests {

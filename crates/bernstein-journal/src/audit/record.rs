@@ -15,7 +15,7 @@
 
 use std::borrow::Cow;
 
-use bernstein_protocol::pyjson::{Dialect, Object, ParseError, Value, python_float_repr};
+use bernstein_protocol::pyjson::{Dialect, Object, ParseError, Value};
 
 use crate::crypto::{constant_time_eq, hmac_sha256_hex};
 use crate::key::AuditKey;
@@ -581,113 +581,7 @@ fn decode_utf32(raw: &[u8], skip: usize, big_endian: bool) -> Result<String, Lin
     Ok(out)
 }
 
-/// Python's `str(value)` for a parsed JSON value (`repr` for containers).
-pub fn python_str(value: &Value) -> String {
-    match value {
-        Value::Str(s) => s.clone(),
-        other => python_repr(other),
-    }
-}
-
-/// Python's `repr(value)` for a parsed JSON value.
-///
-/// Strings follow CPython's quoting rules; characters are escaped when they are ASCII control
-/// characters, C1 controls, or a small set of well-known non-printable code points (line and
-/// paragraph separators, format characters, non-ASCII spaces, private use). CPython consults the
-/// full Unicode database for `isprintable`, so other unassigned code points may be escaped by
-/// Python and not here.
-pub fn python_repr(value: &Value) -> String {
-    let mut out = String::new();
-    write_repr(&mut out, value);
-    out
-}
-
-fn write_repr(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Int(i) => out.push_str(i.as_str()),
-        Value::Float(x) => out.push_str(&python_float_repr(*x)),
-        Value::Str(s) => write_str_repr(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (n, item) in items.iter().enumerate() {
-                if n > 0 {
-                    out.push_str(", ");
-                }
-                write_repr(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(object) => {
-            out.push('{');
-            for (n, (k, v)) in object.iter().enumerate() {
-                if n > 0 {
-                    out.push_str(", ");
-                }
-                write_str_repr(out, k);
-                out.push_str(": ");
-                write_repr(out, v);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_str_repr(out: &mut String, s: &str) {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if is_python_printable(c) => out.push(c),
-            c => {
-                let code = u32::from(c);
-                if code < 0x100 {
-                    out.push_str(&format!("\\x{code:02x}"));
-                } else if code < 0x10000 {
-                    out.push_str(&format!("\\u{code:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{code:08x}"));
-                }
-            }
-        }
-    }
-    out.push(quote);
-}
-
-fn is_python_printable(c: char) -> bool {
-    let code = u32::from(c);
-    !(code < 0x20
-        || (0x7f..=0xa0).contains(&code)
-        || code == 0xad
-        || (0x600..=0x605).contains(&code)
-        || code == 0x61c
-        || code == 0x6dd
-        || code == 0x70f
-        || code == 0x1680
-        || (0x2000..=0x200f).contains(&code)
-        || (0x2028..=0x202f).contains(&code)
-        || (0x205f..=0x2064).contains(&code)
-        || (0x2066..=0x206f).contains(&code)
-        || code == 0x3000
-        || (0xe000..=0xf8ff).contains(&code)
-        || code == 0xfeff
-        || (0xfff9..=0xfffb).contains(&code)
-        || (0xf0000..=0x10ffff).contains(&code))
-}
+pub use bernstein_protocol::pyrepr::{python_repr, python_str};
 
 /// Python's `int(value or 0)` for the offsets a tear marker records, saturated to `i128` (the
 /// offsets they are compared with are far smaller). `None` where Python would raise.

@@ -6,7 +6,6 @@
 //! raises. Each helper here names the built-in it reproduces.
 
 use bernstein_protocol::pyjson::Value;
-use std::fmt::Write as _;
 
 /// Whether `c` is whitespace for Python's `str.isspace()` (and therefore `str.strip()`).
 ///
@@ -32,86 +31,7 @@ pub(crate) fn python_round3(x: f64) -> f64 {
     format!("{x:.3}").parse().unwrap_or(x)
 }
 
-/// Python's `repr()` of a string, as it appears in the reference's error texts
-/// (`unsafe run_id for journal path: 'a/b'`).
-///
-/// Single quotes unless the text contains `'` and no `"`; backslash, the chosen quote, `\t`,
-/// `\n` and `\r` escaped; other non-printable characters as `\xNN`, `\uNNNN` or `\UNNNNNNNN`.
-/// Printability follows Python's `str.isprintable()` for every assigned character class Rust
-/// can test (controls, separators, format characters, private use, noncharacters); unassigned
-/// code points are kept literally where Python would escape them.
-pub fn python_str_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if is_python_printable(c) => out.push(c),
-            c => {
-                let code = c as u32;
-                let _ = if code < 0x100 {
-                    write!(out, "\\x{code:02x}")
-                } else if code < 0x10000 {
-                    write!(out, "\\u{code:04x}")
-                } else {
-                    write!(out, "\\U{code:08x}")
-                };
-            }
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// Python's `str.isprintable()` for one character, as far as Rust can classify it.
-fn is_python_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    if c.is_control() || c.is_whitespace() {
-        return false;
-    }
-    let code = c as u32;
-    let format_character = matches!(
-        code,
-        0x00AD
-            | 0x0600..=0x0605
-            | 0x061C
-            | 0x06DD
-            | 0x070F
-            | 0x0890..=0x0891
-            | 0x08E2
-            | 0x180E
-            | 0x200B..=0x200F
-            | 0x202A..=0x202E
-            | 0x2060..=0x2064
-            | 0x2066..=0x206F
-            | 0xFEFF
-            | 0xFFF9..=0xFFFB
-            | 0x110BD
-            | 0x110CD
-            | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0001
-            | 0xE0020..=0xE007F
-    );
-    let private_use = matches!(code, 0xE000..=0xF8FF | 0xF0000..=0xFFFFD | 0x100000..=0x10FFFD);
-    let noncharacter = matches!(code, 0xFDD0..=0xFDEF) || (code & 0xFFFE) == 0xFFFE;
-    !(format_character || private_use || noncharacter)
-}
+pub use bernstein_protocol::pyrepr::python_str_repr;
 
 /// How a Python coercion (`int(x)`, `float(x)`, `x["key"]`, iteration) ended.
 ///

@@ -324,17 +324,9 @@ impl Value {
         }
     }
 
-    /// Python's `str(value)` for the scalar cases `default=str` and f-strings use.
+    /// Python's `str(value)` (see [`crate::pyrepr::python_str`]).
     pub fn to_python_str(&self) -> String {
-        match self {
-            Value::Null => "None".to_owned(),
-            Value::Bool(true) => "True".to_owned(),
-            Value::Bool(false) => "False".to_owned(),
-            Value::Int(i) => i.as_str().to_owned(),
-            Value::Float(x) => float::python_repr(*x),
-            Value::Str(s) => s.clone(),
-            other => other.dumps(Dialect::PY_ROW),
-        }
+        crate::pyrepr::python_str(self)
     }
 }
 

@@ -1,8 +1,10 @@
-//! Python's `repr()` of a `str`, which the reference interpolates into several refusal messages.
+//! Python's `repr()` and `str()` of JSON values, which the reference interpolates into error
+//! texts, verification reasons and hashed `default=str` fields.
 //!
-//! `bernstein_cancel` answers an unknown id with `No task with id 'x'; nothing was cancelled.` and
-//! the shutdown barrier echoes the caller's workdir as `repr(workdir)`, so a byte-compatible
-//! message needs CPython 3.12's exact quoting and escaping rules:
+//! `bernstein_cancel` answers an unknown id with `No task with id 'x'; nothing was cancelled.`,
+//! the shutdown barrier echoes the caller's workdir as `repr(workdir)`, and the journal barrier
+//! says `unsafe run_id for journal path: '<id>'`, so a byte-compatible message needs CPython
+//! 3.12's exact quoting and escaping rules for strings:
 //!
 //! * the string is wrapped in `'`, or in `"` when it contains `'` but no `"`;
 //! * `\` and the chosen quote are backslash-escaped; TAB, LF and CR become `\t`, `\n`, `\r`;
@@ -14,6 +16,8 @@
 mod printable;
 
 use std::fmt::Write as _;
+
+use crate::pyjson::{Value, python_float_repr};
 
 /// `repr(text)` as CPython 3.12 spells it.
 pub fn python_str_repr(text: &str) -> String {
@@ -43,6 +47,55 @@ pub fn python_str_repr(text: &str) -> String {
     }
     out.push(quote);
     out
+}
+
+/// Python's `repr(value)` for a parsed JSON value (`None`, `True`, `1.5`, `'text'`, `[1, 'a']`,
+/// `{'k': 2}`).
+pub fn python_repr(value: &Value) -> String {
+    let mut out = String::new();
+    write_repr(&mut out, value);
+    out
+}
+
+/// Python's `str(value)`: the text itself for a string, `repr` for everything else.
+pub fn python_str(value: &Value) -> String {
+    match value {
+        Value::Str(s) => s.clone(),
+        other => python_repr(other),
+    }
+}
+
+fn write_repr(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
+        Value::Int(i) => out.push_str(i.as_str()),
+        Value::Float(x) => out.push_str(&python_float_repr(*x)),
+        Value::Str(s) => out.push_str(&python_str_repr(s)),
+        Value::Array(items) => {
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push_str(", ");
+                }
+                write_repr(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(object) => {
+            out.push('{');
+            for (n, (key, item)) in object.iter().enumerate() {
+                if n > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&python_str_repr(key));
+                out.push_str(": ");
+                write_repr(out, item);
+            }
+            out.push('}');
+        }
+    }
 }
 
 /// Whether CPython's `str.isprintable()` accepts the non-ASCII code point `code`.
