@@ -80,15 +80,28 @@
 //!   list of [`crate::Error::DependenciesUnmet`] is rebuilt with one read per dependency. The
 //!   `holder` of [`crate::Error::NotClaimable`] is the session the server names in its 409
 //!   text (the claim's `claimed_by_session`), which the task rows themselves never show.
+//! * **Status counts.** The server's `GET /status` counts tasks from its by-status index, and
+//!   in 3.23.0 a refused transition drops the task from that index without putting it back
+//!   (observed: after a 409 `'done' -> 'done'` completion the task no longer counts as `done`;
+//!   after a refused second `fail` it no longer counts as `failed`). So
+//!   [`crate::TaskBackend::status_summary`] folds the counts from the task listing, as the
+//!   embedded store does, and takes only the spend (`total_cost_usd`, per-role `cost_usd`) from
+//!   `GET /status`. The raw [`TaskServerClient::status`] document keeps the server's own figures
+//!   for tools that show them.
 //! * **Task rows** carry no claimer, attempt count or per-task cost, so tasks read from a
 //!   server have `claimed_by: None`, `attempts: 0` and `cost_usd: 0.0`; per-role costs come
 //!   from `GET /status` as the server reports them. Field rules are not re-applied to rows the
 //!   server stored (it accepts an empty title, for example).
 //! * **Validation** of a new task is the server's (pydantic); a refused body is a 422 or 400
 //!   [`crate::Error::Remote`] with the server's detail, not [`crate::Error::InvalidTask`].
-//! * **Listing** pages through `GET /tasks?limit=&offset=` (the unpaginated form is capped at
-//!   500 rows); cursors are decimal offsets, so a page can shift if tasks are created while a
-//!   caller pages.
+//! * **Listing.** The server's `GET /tasks?status=open` hides open tasks whose dependencies
+//!   have not delivered (only claimable ones are "open" to it), and every `?status=` listing is
+//!   ordered by when each task entered that status. The trait lists every task in the status,
+//!   in creation order, so [`crate::TaskBackend::list_tasks`] reads the unfiltered listing and
+//!   filters here (the raw [`TaskServerClient::list_tasks`] keeps the server's semantics for
+//!   tools that show its answer). Pages come from `GET /tasks?limit=&offset=` (the unpaginated
+//!   form is capped at 500 rows); cursors are decimal positions in the unfiltered listing, so
+//!   a page can shift if tasks are created while a caller pages.
 //! * **Evidence** (audit events, run-journal rows) is written by the server into its own
 //!   `.sdd/`, not by this process.
 
@@ -334,11 +347,19 @@ impl TaskBackend for RemoteBackend {
                 .parse::<usize>()
                 .map_err(|_| Error::InvalidCursor(cursor.clone()))?,
         };
+        // The status filter is applied here, to the unfiltered listing, rather than sent as
+        // `?status=`: the server orders a filtered listing by when each task entered the
+        // status and hides `open` tasks whose dependencies have not delivered, while the trait
+        // lists every task in the status in creation order. Cursors are therefore positions in
+        // the unfiltered listing.
+        let wanted = |task: &Task| query.status.is_none_or(|status| task.status == status);
         match query.limit {
             None => {
-                let rows = self.all_rows(query.status, offset).await?;
+                let rows = self.all_rows(None, offset).await?;
+                let mut tasks = convert::tasks_from_rows(&rows)?;
+                tasks.retain(wanted);
                 Ok(TaskPage {
-                    tasks: convert::tasks_from_rows(&rows)?,
+                    tasks,
                     next_cursor: None,
                 })
             }
@@ -346,16 +367,43 @@ impl TaskBackend for RemoteBackend {
                 "a task page must hold at least one task (limit 0)".to_owned(),
             )),
             Some(limit) => {
-                let envelope = self
-                    .client
-                    .list_tasks_page(query.status, limit.min(MAX_PAGE_SIZE), offset)
-                    .await?;
-                let (rows, total) = convert::page_from_envelope(&envelope)?;
-                let next = offset + rows.len();
-                Ok(TaskPage {
-                    tasks: convert::tasks_from_rows(&rows)?,
-                    next_cursor: (!rows.is_empty() && next < total).then(|| next.to_string()),
-                })
+                let mut tasks = Vec::new();
+                let mut position = offset;
+                loop {
+                    // Without a filter one page of `limit` rows is the answer; with one, read
+                    // whole pages until `limit` tasks matched or the listing ended.
+                    let size = if query.status.is_none() {
+                        limit.min(MAX_PAGE_SIZE)
+                    } else {
+                        MAX_PAGE_SIZE
+                    };
+                    let envelope = self.client.list_tasks_page(None, size, position).await?;
+                    let (rows, total) = convert::page_from_envelope(&envelope)?;
+                    if rows.is_empty() {
+                        return Ok(TaskPage {
+                            tasks,
+                            next_cursor: None,
+                        });
+                    }
+                    for task in convert::tasks_from_rows(&rows)? {
+                        position += 1;
+                        if wanted(&task) {
+                            tasks.push(task);
+                            if tasks.len() == limit {
+                                return Ok(TaskPage {
+                                    tasks,
+                                    next_cursor: (position < total).then(|| position.to_string()),
+                                });
+                            }
+                        }
+                    }
+                    if position >= total {
+                        return Ok(TaskPage {
+                            tasks,
+                            next_cursor: None,
+                        });
+                    }
+                }
             }
         }
     }
@@ -482,8 +530,23 @@ impl TaskBackend for RemoteBackend {
     }
 
     async fn status_summary(&self) -> Result<StatusSummary, Error> {
+        // Spend comes from `GET /status`; the counts are folded from the task listing itself,
+        // because the server counts from a by-status index that loses a task whenever a
+        // transition on it is refused (see the module documentation).
         let document = self.client.status().await?;
-        convert::status_from_document(&document)
+        let server = convert::status_from_document(&document)?;
+        let rows = self.all_rows(None, 0).await?;
+        let tasks = convert::tasks_from_rows(&rows)?;
+        let mut summary = StatusSummary::from_tasks(&tasks);
+        summary.total_cost_usd = server.total_cost_usd;
+        for row in &mut summary.per_role {
+            row.cost_usd = server
+                .per_role
+                .iter()
+                .find(|reported| reported.role == row.role)
+                .and_then(|reported| reported.cost_usd);
+        }
+        Ok(summary)
     }
 
     async fn create_plan(&self, _goal: &str, _tasks: Vec<NewTask>) -> Result<PlanRecord, Error> {

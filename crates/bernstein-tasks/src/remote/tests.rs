@@ -947,9 +947,10 @@ async fn list_pages_through_the_envelope() {
                 .with("offset", offset),
         )
     };
-    // Unlimited: every page is read.
+    // Unlimited: every page is read, and the status filter is applied here, in creation order,
+    // not by the server (whose `?status=open` hides tasks with unmet dependencies).
     let server = Script::serve(vec![
-        json(200, envelope(vec![row("create 2"), row("create 3")], 3, 0)),
+        json(200, envelope(vec![row("create 2"), row("complete")], 3, 0)),
         json(200, envelope(vec![row("create 4")], 3, 2)),
     ])
     .await;
@@ -959,15 +960,40 @@ async fn list_pages_through_the_envelope() {
         .await
         .unwrap();
     let ids: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(ids, ["55ad7026909d", "c2e62ed3dd8d", "ace605891267"]);
+    assert_eq!(ids, ["55ad7026909d", "ace605891267"]);
     assert_eq!(page.next_cursor, None);
     assert_eq!(
         server.lines(),
         [
-            "GET /tasks?status=open&limit=500&offset=0",
-            "GET /tasks?status=open&limit=500&offset=2",
+            "GET /tasks?limit=500&offset=0",
+            "GET /tasks?limit=500&offset=2",
         ]
     );
+
+    // Filtered and limited: whole pages are scanned until the limit is met; the cursor is the
+    // position after the last task returned.
+    let server = Script::serve(vec![json(
+        200,
+        envelope(
+            vec![row("complete"), row("create 3"), row("create 4")],
+            3,
+            0,
+        ),
+    )])
+    .await;
+    let page = server
+        .backend()
+        .list_tasks(&ListQuery {
+            status: Some(TaskStatus::Open),
+            cursor: None,
+            limit: Some(1),
+        })
+        .await
+        .unwrap();
+    let ids: Vec<&str> = page.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["c2e62ed3dd8d"]);
+    assert_eq!(page.next_cursor.as_deref(), Some("2"));
+    assert_eq!(server.lines(), ["GET /tasks?limit=500&offset=0"]);
 
     // Limited: one page and a cursor.
     let server = Script::serve(vec![
@@ -1021,12 +1047,57 @@ async fn list_pages_through_the_envelope() {
 
 #[tokio::test]
 async fn status_summary_reads_the_status_document() {
-    let server = Script::serve(vec![canned("status (bernstein_status source)")]).await;
+    let listing = Value::Object(
+        Object::new()
+            .with(
+                "tasks",
+                vec![
+                    response_json("parent after self-create (waiting_for_subtasks)"),
+                    response_json("self-create subtask"),
+                ],
+            )
+            .with("total", 2)
+            .with("limit", 500)
+            .with("offset", 0),
+    );
+    let server = Script::serve(vec![
+        canned("status (bernstein_status source)"),
+        json(200, listing.clone()),
+    ])
+    .await;
     let summary = server.backend().status_summary().await.unwrap();
+    assert_eq!(
+        server.lines(),
+        ["GET /status", "GET /tasks?limit=500&offset=0"]
+    );
     insta::assert_snapshot!(
         "status_summary_from_server",
         Value::Object(summary.to_object()).dumps(Dialect::PY_ROW)
     );
+    // Counts come from the listing even when the server's figures have drifted; spend comes
+    // from the server.
+    let mut drifted = response_json("status (bernstein_status source)")
+        .as_object()
+        .unwrap()
+        .clone();
+    drifted.insert("open", 0);
+    drifted.insert("total_cost_usd", 1.25);
+    drifted.insert(
+        "per_role",
+        vec![Value::Object(
+            Object::new()
+                .with("role", "backend")
+                .with("open", 0)
+                .with("cost_usd", 1.25),
+        )],
+    );
+    let server = Script::serve(vec![json(200, Value::Object(drifted)), json(200, listing)]).await;
+    let summary = server.backend().status_summary().await.unwrap();
+    assert_eq!((summary.total, summary.open), (2, 1));
+    assert_eq!(summary.total_cost_usd, 1.25);
+    assert_eq!(summary.per_role[0].open, 1);
+    assert_eq!(summary.per_role[0].cost_usd, Some(1.25));
+
     // The raw document keeps the server's integer `0` for the total cost.
     let server = Script::serve(vec![canned("status (bernstein_status source)")]).await;
     let raw = server.backend().client().status().await.unwrap();
