@@ -400,7 +400,7 @@ mod tests {
         );
         write(dir.path(), &plan).unwrap();
         assert_eq!(read(dir.path(), "86fb98ac29f1").unwrap(), plan);
-        assert_eq!(list(dir.path()).unwrap(), [plan.clone()]);
+        assert_eq!(list(dir.path()).unwrap(), std::slice::from_ref(&plan));
         insta::assert_snapshot!(
             std::fs::read_to_string(dir.path().join("86fb98ac29f1.json")).unwrap()
         );

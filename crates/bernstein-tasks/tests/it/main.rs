@@ -1,3 +1,10 @@
-//! Integration tests.
+//! Integration tests of `bernstein-tasks`: the portable [`TaskBackend`] suite and the embedded
+//! store's files, refusals, crash safety and multi-process behaviour.
+//!
+//! [`TaskBackend`]: bernstein_tasks::TaskBackend
 
+mod bad_input;
+mod embedded;
+mod processes;
 mod remote;
+pub mod suite;

@@ -1,0 +1,350 @@
+//! Several processes on one project: crash safety under SIGKILL, and concurrent writers.
+//!
+//! Both tests re-run this test binary as a child process. The child entry points are ordinary
+//! tests that do nothing unless `BERNSTEIN_TASKS_CHILD` is set, so a normal test run passes
+//! through them instantly. Children print one `ack <kind> <id>` line to stdout after each call
+//! returns, i.e. after the store acknowledged it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use bernstein_journal::audit::{self, TearClass};
+use bernstein_journal::handle::{TaskStatus as RunStatus, project_task_status};
+use bernstein_journal::run_journal::{load_run_journal, task_run_id};
+use bernstein_tasks::backend::{ClaimRequest, ListQuery};
+use bernstein_tasks::embedded::EmbeddedStore;
+use bernstein_tasks::{Error, TaskId, TaskStatus};
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::embedded::test_key;
+use crate::suite::request;
+
+const CHILD_ENV: &str = "BERNSTEIN_TASKS_CHILD";
+
+fn ack(kind: &str, id: &TaskId) {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe means the parent is gone; the child has nothing left to report to.
+    let _ = writeln!(out, "ack {kind} {id}");
+    let _ = out.flush();
+}
+
+/// Ends the line libtest started (`test name ... `) so the first `ack` is a line of its own.
+fn begin_acks() {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out);
+    let _ = out.flush();
+}
+
+fn spawn_child(test_name: &str, mode: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([test_name, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads a child's stdout on a thread, forwarding each `ack` line.
+fn read_acks(child: &mut Child) -> mpsc::Receiver<(String, String)> {
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let mut words = line.split(' ');
+            if let (Some("ack"), Some(kind), Some(id)) = (words.next(), words.next(), words.next())
+                && sender.send((kind.to_owned(), id.to_owned())).is_err()
+            {
+                return;
+            }
+        }
+    });
+    receiver
+}
+
+fn random_below(random: &SystemRandom, bound: u64) -> u64 {
+    let mut bytes = [0u8; 8];
+    random.fill(&mut bytes).unwrap();
+    u64::from_le_bytes(bytes) % bound
+}
+
+/// The crash child: forever, a subtask split completed through its children, then a cancelled
+/// subtree. Each step is acknowledged once the store returned.
+#[test]
+fn crash_child() {
+    let Ok(mode) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let Some(dir) = mode.strip_prefix("crash:") else {
+        return;
+    };
+    let store = EmbeddedStore::open(dir, Some(test_key())).unwrap();
+    begin_acks();
+    ack("ready", &TaskId::parse("start").unwrap());
+    let worker = ClaimRequest {
+        claimer: Some("worker-crash".into()),
+        ..ClaimRequest::default()
+    };
+    loop {
+        let parent = store.create_task(request("parent")).unwrap();
+        ack("create", &parent.id);
+        let first = store.create_subtask(&parent.id, request("a")).unwrap();
+        ack("subtask", &first.id);
+        ack("waiting", &parent.id);
+        let second = store.create_subtask(&parent.id, request("b")).unwrap();
+        ack("subtask", &second.id);
+        store.claim_task(&first.id, &worker).unwrap();
+        ack("claim", &first.id);
+        store.complete_task(&first.id, "a done").unwrap();
+        ack("done", &first.id);
+        store.complete_task(&second.id, "b done").unwrap();
+        ack("done", &second.id);
+        ack("done", &parent.id);
+        let root = store.create_task(request("root")).unwrap();
+        ack("create", &root.id);
+        let leaf = store.create_subtask(&root.id, request("leaf")).unwrap();
+        ack("subtask", &leaf.id);
+        store.cancel_task(&root.id, "stop").unwrap();
+        ack("cancelled", &root.id);
+        ack("cancelled", &leaf.id);
+    }
+}
+
+/// Checks that everything acknowledged survived, and that the audit chain holds no hard error.
+fn check_acknowledged(dir: &Path, acks: &[(String, String)]) {
+    let store = EmbeddedStore::open(dir, Some(test_key())).unwrap();
+    let key = test_key();
+    let audit_dir = dir.join(".sdd").join("audit");
+    let mut walk = audit::verified_records(&audit_dir, &key);
+    let mut audited: BTreeSet<(String, String)> = BTreeSet::new();
+    for record in walk.by_ref() {
+        audited.insert((record.event_type, record.resource_id));
+    }
+    let report = walk.finish();
+    assert!(report.errors.is_empty(), "{:?}", report.verify_messages());
+    for tear in &report.tears {
+        assert!(
+            matches!(
+                tear.class,
+                TearClass::PartialRecord | TearClass::UnterminatedRecord
+            ),
+            "a tear that is not crash-shaped: {}",
+            tear.describe()
+        );
+    }
+    for (kind, id) in acks {
+        if kind == "ready" {
+            continue;
+        }
+        let task_id = TaskId::parse(id).unwrap();
+        let task = store
+            .get_task(&task_id)
+            .unwrap_or_else(|e| panic!("acknowledged {kind} {id} lost: {e}"));
+        let journal = || load_run_journal(dir, &task_run_id(id)).unwrap().rows;
+        let has = |event: &str| audited.contains(&(event.to_owned(), id.clone()));
+        match kind.as_str() {
+            "create" => assert!(has("task.created"), "task.created of {id} lost"),
+            "subtask" => {}
+            "waiting" => assert!(
+                matches!(
+                    task.status,
+                    TaskStatus::WaitingForSubtasks | TaskStatus::Done
+                ),
+                "{id} is {}",
+                task.status
+            ),
+            "claim" => {
+                assert!(matches!(
+                    task.status,
+                    TaskStatus::Claimed | TaskStatus::Done
+                ));
+                assert!(has("task.claim_receipt"), "claim receipt of {id} lost");
+                assert!(
+                    journal()
+                        .iter()
+                        .any(|r| r.get("event").and_then(|e| e.as_str()) == Some("task_claimed"))
+                );
+            }
+            "done" => {
+                assert_eq!(task.status, TaskStatus::Done, "{id}");
+                assert_eq!(
+                    project_task_status(&journal()),
+                    RunStatus::Completed,
+                    "{id}"
+                );
+            }
+            "cancelled" => {
+                assert_eq!(task.status, TaskStatus::Cancelled, "{id}");
+                assert_eq!(
+                    project_task_status(&journal()),
+                    RunStatus::Cancelled,
+                    "{id}"
+                );
+            }
+            other => panic!("unknown acknowledgement {other}"),
+        }
+    }
+}
+
+/// 200 children, each killed with SIGKILL at a random moment of its work; after each, every
+/// acknowledged change is present and the audit chain shows no hard error (a torn tail may show
+/// as a crash-shaped tear, which the next child's append seals).
+#[test]
+fn acknowledged_changes_survive_sigkill() {
+    const KILLS: usize = 200;
+    const KILLS_PER_PROJECT: usize = 25;
+    let random = SystemRandom::new();
+    let mut projects = Vec::new();
+    let mut acks: Vec<(String, String)> = Vec::new();
+    let mut killed_mid_work = 0;
+    for kill in 0..KILLS {
+        if kill % KILLS_PER_PROJECT == 0 {
+            projects.push(tempfile::tempdir().unwrap());
+            acks.clear();
+        }
+        let dir = projects.last().unwrap().path();
+        let mut child = spawn_child(
+            "processes::crash_child",
+            &format!("crash:{}", dir.display()),
+        );
+        let receiver = read_acks(&mut child);
+        // Wait for the child to be ready, so the kill lands in its work, not its start-up.
+        let ready = receiver.recv_timeout(Duration::from_secs(30));
+        assert!(ready.is_ok(), "the child never became ready");
+        std::thread::sleep(Duration::from_micros(random_below(&random, 100_000)));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        if status.signal() == Some(9) {
+            killed_mid_work += 1;
+        }
+        acks.extend(receiver.iter());
+        check_acknowledged(dir, &acks);
+    }
+    assert_eq!(killed_mid_work, KILLS, "every child must die by SIGKILL");
+    assert!(
+        acks.len() > KILLS_PER_PROJECT,
+        "children did too little work"
+    );
+}
+
+/// The concurrency child: races for the shared tasks, then creates and completes its own.
+#[test]
+fn concurrent_child() {
+    let Ok(mode) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let Some(rest) = mode.strip_prefix("concurrent:") else {
+        return;
+    };
+    let mut parts = rest.splitn(3, ';');
+    let (Some(dir), Some(worker), Some(shared)) = (parts.next(), parts.next(), parts.next()) else {
+        return;
+    };
+    let store = EmbeddedStore::open(dir, Some(test_key())).unwrap();
+    begin_acks();
+    let claim = ClaimRequest {
+        claimer: Some(worker.to_owned()),
+        ..ClaimRequest::default()
+    };
+    for id in shared.split(',').map(|id| TaskId::parse(id).unwrap()) {
+        match store.claim_task(&id, &claim) {
+            Ok(_) => ack("won", &id),
+            Err(Error::NotClaimable { .. }) => ack("lost", &id),
+            Err(other) => panic!("unexpected claim error: {other}"),
+        }
+        let own = store.create_task(request(worker)).unwrap();
+        store.complete_task(&own.id, "mine").unwrap();
+        ack("made", &own.id);
+    }
+}
+
+#[test]
+fn two_processes_mutating_concurrently_stay_consistent() {
+    const SHARED: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    let shared: Vec<TaskId> = (0..SHARED)
+        .map(|n| {
+            store
+                .create_task(request(&format!("shared {n}")))
+                .unwrap()
+                .id
+        })
+        .collect();
+    let list = shared
+        .iter()
+        .map(TaskId::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut children: Vec<(String, Child)> = ["worker-a", "worker-b"]
+        .iter()
+        .map(|worker| {
+            let mode = format!("concurrent:{};{worker};{list}", dir.path().display());
+            (
+                (*worker).to_owned(),
+                spawn_child("processes::concurrent_child", &mode),
+            )
+        })
+        .collect();
+    let mut outcomes: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for (worker, child) in &mut children {
+        let receiver = read_acks(child);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{worker} failed: {status}");
+        outcomes.insert(worker.clone(), receiver.iter().collect());
+    }
+
+    // Every shared task was won exactly once, by the worker the store names.
+    let mut winners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut made = Vec::new();
+    for (worker, acks) in &outcomes {
+        for (kind, id) in acks {
+            match kind.as_str() {
+                "won" => winners.entry(id.clone()).or_default().push(worker.clone()),
+                "lost" => {}
+                "made" => made.push(id.clone()),
+                other => panic!("unknown acknowledgement {other}"),
+            }
+        }
+    }
+    for id in &shared {
+        if !winners.contains_key(id.as_str()) {
+            let task = store.get_task(id).unwrap();
+            panic!("nobody won {id}: {task:?}\n{outcomes:?}");
+        }
+    }
+    assert_eq!(winners.len(), SHARED);
+    for id in &shared {
+        let won_by = &winners[id.as_str()];
+        assert_eq!(won_by.len(), 1, "{id} claimed by {won_by:?}");
+        let task = store.get_task(id).unwrap();
+        assert_eq!(task.status, TaskStatus::Claimed);
+        assert_eq!(task.claimed_by.as_deref(), Some(won_by[0].as_str()));
+        assert_eq!(task.version, 2);
+    }
+    assert_eq!(made.len(), 2 * SHARED);
+    for id in &made {
+        let task = store.get_task(&TaskId::parse(id).unwrap()).unwrap();
+        assert_eq!(task.status, TaskStatus::Done);
+    }
+    let all = store.list_tasks(&ListQuery::all()).unwrap().tasks;
+    assert_eq!(all.len(), 3 * SHARED);
+    // A fresh reader folds the same state, the log has no tear, the chain verifies cleanly.
+    let fresh = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    assert_eq!(fresh.list_tasks(&ListQuery::all()).unwrap().tasks, all);
+    assert_eq!(fresh.torn_tails(), []);
+    let report = audit::verify(&dir.path().join(".sdd").join("audit"), &test_key());
+    assert!(report.ok(), "{:?}", report.verify_messages());
+    let summary = store.status_summary().unwrap();
+    assert_eq!(summary.claimed, SHARED as u64);
+    assert_eq!(summary.done, 2 * SHARED as u64);
+    // One task.created per task and one claim receipt per granted claim (completions auto-claim
+    // without a receipt, as in the reference): no evidence lost or duplicated by the race.
+    assert_eq!(report.entries, (3 * SHARED + SHARED) as u64);
+}
