@@ -3,8 +3,10 @@
 //! Two directions, both with real files on disk:
 //!
 //! 1. evidence written by this workspace's crates (an audit chain, run journals in both hash
-//!    profiles, a run handle, signed mailbox entries mirrored to the chain) is fed to the
-//!    reference's own verifiers: the kit's `verify_dir.py` and `bernstein audit verify-hmac`;
+//!    profiles, a run handle, a claimable backlog with granted and refused claim receipts, run
+//!    artifacts with their blobs and lineage spine, a signed context capsule, signed mailbox
+//!    entries mirrored to the chain) is fed to the reference's own verifiers: the kit's
+//!    `verify_dir.py` and `bernstein audit verify-hmac`;
 //! 2. a chain written by the reference is fed to our `bernstein-mcp audit verify`.
 //!
 //! The reference ("oracle") is optional: when it is not installed the command says so and exits
@@ -15,7 +17,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail, ensure};
+use bernstein_journal::artifacts::{ArtifactContent, PostRequest, TraceContext, post_run_artifact};
 use bernstein_journal::audit::{AuditChain, AuditEvent, keyless_newest_segment_head};
+use bernstein_journal::capsule::{ContextCapsule, seal_and_bind};
+use bernstein_journal::claim::{
+    BacklogEntry, ClaimFilter, ClaimRequest, ClaimTime, backlog_path, claim_in_project,
+    write_backlog,
+};
 use bernstein_journal::dlp::RedactionContext;
 use bernstein_journal::handle;
 use bernstein_journal::identity::SigningIdentity;
@@ -125,6 +133,23 @@ fn evidence_we_write_verifies_under_the_reference(
         tricky,
     ))?;
 
+    // The claimable backlog and a granted, signed claim receipt for t-1.
+    let mut row = BacklogEntry::new("t-1");
+    row.role = Some("backend".to_owned());
+    write_backlog(&backlog_path(&root), &[row, BacklogEntry::new("t-2")])?;
+    let filter = ClaimFilter {
+        role: Some("backend".to_owned()),
+        ..ClaimFilter::default()
+    };
+    let request = ClaimRequest::new("worker-a", filter);
+    let granted = claim_in_project(&root, key.clone(), &request, ClaimTime::now())?;
+    ensure!(granted.granted(), "the backlog row should be claimable");
+    let mut receipts = vec![write_receipt(
+        scratch,
+        "granted",
+        &granted.receipt.to_wire_text(),
+    )?];
+
     // A run journal in each hash profile, moving the run from working to completed.
     let mut journal = JournalWriter::open(&root, "task-t-1", HashProfile::PyJsonV1)?;
     journal.append(
@@ -136,6 +161,58 @@ fn evidence_we_write_verifies_under_the_reference(
     journal.append(
         "task_progress",
         &Object::new().with("task_id", "t-1").with("fraction", 0.5),
+    )?;
+
+    // Artifacts: each writes a blob, a spine entry, an `artifact_posted` row and a `run.artifact`
+    // audit event.
+    let contents = [
+        (
+            "summary",
+            ArtifactContent::report("# R\u{e9}sum\u{e9}\n\nAll green \u{2705}")?,
+        ),
+        (
+            "results",
+            ArtifactContent::table(
+                &["name".into(), "score".into()],
+                &[vec!["caf\u{e9}".into(), 2.5.into()]],
+            )?,
+        ),
+        (
+            "preview",
+            ArtifactContent::link("https://example.invalid/preview", "preview")?,
+        ),
+        ("summary", ArtifactContent::report("second version")?),
+    ];
+    for (artifact_key, content) in &contents {
+        post_run_artifact(
+            &root,
+            &chain,
+            &PostRequest {
+                task_id: "t-1",
+                key: artifact_key,
+                content,
+                holder: Some("worker-a"),
+                poster: "worker-a",
+                trace: TraceContext::default(),
+                spine_timestamp: None,
+                audit_timestamp: None,
+            },
+        )?;
+    }
+
+    // A signed context capsule bound to the chain and the run journal.
+    let mut capsule = ContextCapsule::new("t-1", "task-t-1");
+    capsule.role = "backend".to_owned();
+    capsule.budget_remaining_tokens = 1000;
+    capsule.audit_chain_head = chain.recovered_head();
+    let capsule_signer = SigningIdentity::load_or_create(&sdd.join("identity"), "context_capsule")?;
+    seal_and_bind(
+        &root,
+        &chain,
+        Some(&mut journal),
+        capsule,
+        &capsule_signer,
+        None,
     )?;
     journal.append(
         "task_completed",
@@ -187,6 +264,15 @@ fn evidence_we_write_verifies_under_the_reference(
         ))?;
     }
 
+    // A second claim finds nothing eligible: a signed refusal, with no audit event.
+    let refused = claim_in_project(&root, key.clone(), &request, ClaimTime::now())?;
+    ensure!(!refused.granted(), "nothing should be left to claim");
+    receipts.push(write_receipt(
+        scratch,
+        "refused",
+        &refused.receipt.to_wire_text(),
+    )?);
+
     // The run handle, projected after the last audit append, as `bernstein_run_status` does.
     let chain_head = keyless_newest_segment_head(&sdd.join("audit"));
     let handle = handle::project_run_handle(&root, "t-1", &chain_head)?;
@@ -200,13 +286,27 @@ fn evidence_we_write_verifies_under_the_reference(
         .arg(&key_path)
         .arg("--handle")
         .arg(&handle_path)
+        .args(
+            receipts
+                .iter()
+                .flat_map(|r| [std::ffi::OsStr::new("--receipt"), r.as_os_str()]),
+        )
         .output()
         .context("run verify_dir.py")?;
     let report = String::from_utf8_lossy(&output.stdout);
     let parsed = Value::parse(&report)
         .with_context(|| format!("verify_dir.py printed no JSON: {report}"))?;
     let object = parsed.as_object().context("report is an object")?;
-    for section in ["audit", "journals", "handles", "mailbox"] {
+    for section in [
+        "audit",
+        "journals",
+        "handles",
+        "receipts",
+        "mailbox",
+        "artifacts",
+        "spines",
+        "capsules",
+    ] {
         let ok = object
             .get(section)
             .and_then(Value::as_object)
@@ -237,6 +337,12 @@ fn evidence_we_write_verifies_under_the_reference(
         "bernstein audit verify-hmac rejected our chain"
     );
     Ok(())
+}
+
+fn write_receipt(scratch: &Path, name: &str, wire: &str) -> anyhow::Result<PathBuf> {
+    let path = scratch.join(format!("receipt_{name}.json"));
+    std::fs::write(&path, wire)?;
+    Ok(path)
 }
 
 /// Builds the `bernstein-mcp` binary and returns its path, so a build failure is reported as one
@@ -294,21 +400,11 @@ for n in range(int(sys.argv[3])):
     ))?;
     python("20")?;
 
-    let status = cargo()
-        .args([
-            "run",
-            "-q",
-            "-p",
-            "bernstein-mcp",
-            "--",
-            "audit",
-            "verify",
-            "--workdir",
-        ])
+    let status = Command::new(bernstein_mcp_binary()?)
+        .args(["audit", "verify", "--workdir"])
         .arg(&root)
         .arg("--key-file")
         .arg(&key_path)
-        .current_dir(project_root())
         .status()?;
     eprintln!(
         "interop: bernstein-mcp audit verify on a reference-written chain exit={}",
