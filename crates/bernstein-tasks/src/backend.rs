@@ -438,9 +438,9 @@ pub trait TaskBackend: Send + Sync {
     /// Reports the worker's completion of task `id` with `result_summary`.
     ///
     /// The task must be worker-completable (`open`, `claimed`, `in_progress`) when the change is
-    /// written, or the call fails with [`crate::Error::NotCompletable`] (a `done` task fails with
-    /// the reference's [`crate::Error::IllegalTransition`] instead). An `open` task is claimed
-    /// first. An empty (or all-whitespace) summary fails the task and returns
+    /// written, or the call fails with [`crate::Error::NotCompletable`] (for a `done` task too,
+    /// as the MCP completion gate refuses it before the server's illegal-transition 409 could).
+    /// An `open` task is claimed first. An empty (or all-whitespace) summary fails the task and returns
     /// [`crate::Error::EmptyResultSummary`]. Completing the last unfinished subtask of a
     /// `waiting_for_subtasks` parent completes the parent, up the ancestor chain.
     fn complete_task(

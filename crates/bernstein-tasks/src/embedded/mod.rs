@@ -4,10 +4,10 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `.sdd/runtime/tasks.jsonl` | the task log: one full task snapshot per line ([`record`]) |
+//! | `.sdd/runtime/tasks.jsonl` | the task log: one full task snapshot per line (module `record`) |
 //! | `.sdd/runtime/tasks.jsonl.lock` | the store lock (`flock`), separate from the log because compaction replaces the log's inode |
-//! | `.sdd/runtime/task-backlog.json` (+ `.lock`) | the claimable backlog, reconciled on every mutation ([`backlog`]) |
-//! | `.sdd/runtime/plans/<id>.json` | plan documents ([`plans`]) |
+//! | `.sdd/runtime/task-backlog.json` (+ `.lock`) | the claimable backlog, reconciled on every mutation (module `backlog`) |
+//! | `.sdd/runtime/plans/<id>.json` | plan documents (module `plans`) |
 //! | `.sdd/runs/task-<slug>/journal.jsonl` | run-journal rows the run handle projects its status from |
 //! | `.sdd/audit/*.jsonl` | the HMAC audit chain, when the caller passes an audit key |
 //!
@@ -23,7 +23,7 @@
 //! breaking the reference reader, which ignores unknown keys and skips unparsable lines:
 //!
 //! * a mutation that changes several tasks (a cascade, a subtask split) marks its lines
-//!   `"batch": [k, n]`, and the group is applied all-or-nothing ([`log`]);
+//!   `"batch": [k, n]`, and the group is applied all-or-nothing (module `log`);
 //! * the reference replays a re-seen id by updating only its status, summary and agent; this
 //!   store takes the whole last snapshot, which is what every line holds.
 //!
@@ -36,7 +36,7 @@
 //!
 //! 1. catch up on records other processes appended since this process last read;
 //! 2. take the backlog lock and read the backlog; adopt claims made on it;
-//! 3. decide: look up, gate, transition, cascade ([`ops`]) — the gate check and the transition
+//! 3. decide: look up, gate, transition, cascade (module `ops`) — the gate check and the transition
 //!    see the same snapshot, so for example a completion refuses a task that is
 //!    `waiting_for_subtasks` at the moment of writing;
 //! 4. append every changed snapshot in one write and `fdatasync` — the operation is

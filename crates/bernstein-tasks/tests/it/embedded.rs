@@ -708,3 +708,50 @@ fn compaction_keeps_every_task_and_other_instances_follow() {
         .collect();
     assert_eq!(names, Vec::<String>::new());
 }
+
+#[test]
+fn a_held_result_is_signed_off_only_from_pending_approval() {
+    // No transition enters `pending_approval`; the orchestrator writes it. Model that with a
+    // snapshot line like the ones the reference appends.
+    let (dir, store) = project();
+    let task = store.create_task(request("held")).unwrap();
+    let log = runtime(dir.path()).join("tasks.jsonl");
+    let line = std::fs::read_to_string(&log).unwrap();
+    let held = line
+        .replace("\"status\": \"open\"", "\"status\": \"pending_approval\"")
+        .replace("\"version\": 1", "\"version\": 2");
+    let mut text = line.clone();
+    text.push_str(&held);
+    std::fs::write(&log, text).unwrap();
+
+    assert!(matches!(
+        store.complete_task(&task.id, "worker says done"),
+        Err(Error::NotCompletable {
+            status: TaskStatus::PendingApproval,
+            ..
+        })
+    ));
+    assert!(matches!(
+        store.approve_task(&task.id, "  "),
+        Err(Error::InvalidRequest(_))
+    ));
+    let outcome = store.approve_task(&task.id, "Approved via MCP").unwrap();
+    assert_eq!(outcome.approved_from, TaskStatus::PendingApproval);
+    assert_eq!(outcome.task.status, TaskStatus::Done);
+    assert_eq!(
+        outcome.task.result_summary.as_deref(),
+        Some("Approved via MCP")
+    );
+    assert_eq!(outcome.task.version, 3);
+    assert!(matches!(
+        store.approve_task(&task.id, "again"),
+        Err(Error::NotApprovable {
+            status: TaskStatus::Done,
+            ..
+        })
+    ));
+    let rows = load_run_journal(dir.path(), &task_run_id(task.id.as_str()))
+        .unwrap()
+        .rows;
+    assert_eq!(project_task_status(&rows), RunStatus::Completed);
+}

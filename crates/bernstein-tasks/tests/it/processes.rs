@@ -215,9 +215,12 @@ fn acknowledged_changes_survive_sigkill() {
         let receiver = read_acks(&mut child);
         // Wait for the child to be ready, so the kill lands in its work, not its start-up.
         let ready = receiver.recv_timeout(Duration::from_secs(30));
-        assert!(ready.is_ok(), "the child never became ready");
-        std::thread::sleep(Duration::from_micros(random_below(&random, 100_000)));
+        if ready.is_ok() {
+            std::thread::sleep(Duration::from_micros(random_below(&random, 100_000)));
+        }
+        // Killed before any assertion, so a failing run leaves no child looping behind.
         child.kill().unwrap();
+        assert!(ready.is_ok(), "the child never became ready");
         let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
         if status.signal() == Some(9) {
