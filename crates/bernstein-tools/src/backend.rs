@@ -1,0 +1,1022 @@
+//! The task backend the tools drive: the embedded store or a remote task server, plus the
+//! worker-loop evidence operations the [`bernstein_tasks::TaskBackend`] trait does not cover.
+//!
+//! Every operation speaks the task server's JSON: it takes the request body a tool would send
+//! and returns the body the server would answer, as a [`Value`] with the reference's key order.
+//! So a handler is written once and cannot tell the backends apart:
+//!
+//! * **Remote** ([`RemoteBackend`]): each operation is the route the reference MCP server calls,
+//!   through the raw [`bernstein_tasks::remote::TaskServerClient`], and its answer is passed on
+//!   verbatim (claim receipts, mailbox entries and artifact records carry hashes and signatures
+//!   over their exact bytes). Gates are read-then-write, as in the reference.
+//! * **Embedded** ([`EmbeddedStore`] under the project's `.sdd/`): task operations go to the
+//!   store, whose completion and approval check the status and transition under one lock.
+//!   Claims, mailbox posts and artifacts are written with `bernstein-journal` exactly as the
+//!   reference task server writes them: the claim receipt over `.sdd/runtime/task-backlog.json`
+//!   (which the store keeps in step and adopts claims from), the signed mailbox with its
+//!   `task.mailbox_message` audit mirror, and the artifact blob, spine entry, journal row and
+//!   `run.artifact` event. Administrative runs need a task server and are refused.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bernstein_journal::artifacts::{
+    ArtifactContent, ArtifactFields, FindingProvenance, PostRequest, TraceContext as SpineTrace,
+    post_run_artifact, read_artifact_rows,
+};
+use bernstein_journal::audit::{AuditChain, AuditEvent};
+use bernstein_journal::claim::{
+    ClaimFilter, ClaimRequest as BacklogClaimRequest, ClaimTime, backlog_path, claim_in_project,
+    read_backlog,
+};
+use bernstein_journal::dlp::RedactionContext;
+use bernstein_journal::identity::SigningIdentity;
+use bernstein_journal::key::AuditKey;
+use bernstein_journal::mailbox::{
+    Authority, MAILBOX_IDENTITY_NAME, Mailbox, NewMessage, UNREGISTERED_FINGERPRINT,
+};
+use bernstein_protocol::pyjson::{Object, Value};
+use bernstein_tasks::backend::ListQuery;
+use bernstein_tasks::embedded::EmbeddedStore;
+use bernstein_tasks::remote::{RemoteBackend, SubscribeOutcome, TraceContext};
+use bernstein_tasks::{Complexity, NewTask, Scope, TaskId, TaskStatus};
+
+use crate::error::Error;
+
+/// Event type of the audit mirror of a mailbox post.
+const EVENT_TASK_MAILBOX_MESSAGE: &str = "task.mailbox_message";
+/// How often the embedded store is re-read while a subscription waits for a new task.
+const SUBSCRIBE_POLL: Duration = Duration::from_millis(200);
+
+/// The two task backends.
+#[derive(Debug, Clone)]
+pub enum BackendKind {
+    /// The durable store under the project's `.sdd/`.
+    Embedded(EmbeddedStore),
+    /// A running `bernstein serve`.
+    Remote(RemoteBackend),
+}
+
+/// The task backend plus what the evidence operations need: the audit key (HMAC key of the
+/// audit chain and the mailbox) and the home directory the mailbox redaction collapses to `~`.
+pub struct Backend {
+    kind: BackendKind,
+    audit_key: Option<AuditKey>,
+    home_dir: Option<String>,
+    mailbox: OnceLock<Arc<Mailbox>>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("kind", &self.kind)
+            .field("audit_key", &self.audit_key)
+            .field("home_dir", &self.home_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a gated write (completion, approval) did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateAnswer {
+    /// The write happened: the task row it returned, and the status the gate read before it.
+    Passed {
+        /// The task row after the write.
+        row: Object,
+        /// The status the task was in when the gate let the write through.
+        prior_status: String,
+    },
+    /// The gate refused; nothing was written. `reported_status` is the status it read (`""`
+    /// when the row had none).
+    Refused {
+        /// The status the gate read.
+        reported_status: String,
+    },
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelAnswer {
+    /// No task has this id; nothing was cancelled.
+    UnknownTask,
+    /// The task is in a status the MCP cancel does not act on; nothing was cancelled.
+    NotCancellable {
+        /// The status the pre-check read.
+        reported_status: String,
+    },
+    /// The task and its cancellable descendants were cancelled.
+    Cancelled {
+        /// The root's row after the cancel.
+        row: Object,
+        /// How many cancelled tasks have the root in their parent chain.
+        cancelled_descendants: u64,
+    },
+}
+
+impl Backend {
+    /// The embedded store, with the audit key its evidence is authenticated with.
+    pub fn embedded(store: EmbeddedStore, audit_key: AuditKey) -> Backend {
+        Backend {
+            kind: BackendKind::Embedded(store),
+            audit_key: Some(audit_key),
+            home_dir: None,
+            mailbox: OnceLock::new(),
+        }
+    }
+
+    /// A remote task server. Without an audit key, capsule verification and lineage
+    /// verification report that the key is missing.
+    pub fn remote(remote: RemoteBackend) -> Backend {
+        Backend {
+            kind: BackendKind::Remote(remote),
+            audit_key: None,
+            home_dir: None,
+            mailbox: OnceLock::new(),
+        }
+    }
+
+    /// The same backend with `key` as the audit key (for a remote backend: used by the tools
+    /// that verify local evidence).
+    #[must_use]
+    pub fn with_audit_key(mut self, key: AuditKey) -> Backend {
+        self.audit_key = Some(key);
+        self
+    }
+
+    /// The same backend collapsing `home` to `~` in mailbox bodies (the reference's
+    /// `$HOME` redaction step); `None` skips that step.
+    #[must_use]
+    pub fn with_home_dir(mut self, home: Option<String>) -> Backend {
+        self.home_dir = home;
+        self
+    }
+
+    /// Which backend this is.
+    pub fn kind(&self) -> &BackendKind {
+        &self.kind
+    }
+
+    /// The audit key, when one was given.
+    pub fn audit_key(&self) -> Option<&AuditKey> {
+        self.audit_key.as_ref()
+    }
+
+    /// Whether this is the embedded store.
+    pub fn is_embedded(&self) -> bool {
+        matches!(self.kind, BackendKind::Embedded(_))
+    }
+
+    fn require_key(&self, purpose: &str) -> Result<&AuditKey, Error> {
+        self.audit_key.as_ref().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "{purpose} needs the install audit key, and none was configured"
+            ))
+        })
+    }
+
+    fn remote_with_trace(remote: &RemoteBackend, trace: &TraceContext) -> Result<RemoteBackend, Error> {
+        if trace.is_empty() {
+            Ok(remote.clone())
+        } else {
+            Ok(remote.with_trace(trace)?)
+        }
+    }
+
+    /// `POST /tasks` with `body`: the created task row. `trace` is forwarded as W3C headers to
+    /// a remote server.
+    ///
+    /// # Errors
+    ///
+    /// The store's or the server's refusal.
+    pub async fn create_task(&self, body: &Object, trace: &TraceContext) -> Result<Object, Error> {
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let remote = Self::remote_with_trace(remote, trace)?;
+                object_answer(remote.client().create_task(body).await?, "a task row")
+            }
+            BackendKind::Embedded(store) => {
+                let request = new_task_from_body(body)?;
+                let store = store.clone();
+                let task = run_blocking(move || store.create_task(request)).await??;
+                Ok(task.to_object())
+            }
+        }
+    }
+
+    /// `POST /tasks/self-create` with `body` (naming `parent_task_id`): the created subtask row.
+    ///
+    /// # Errors
+    ///
+    /// The store's or the server's refusal (an unknown parent is not found).
+    pub async fn create_subtask(
+        &self,
+        body: &Object,
+        trace: &TraceContext,
+    ) -> Result<Object, Error> {
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let remote = Self::remote_with_trace(remote, trace)?;
+                object_answer(remote.client().create_subtask(body).await?, "a task row")
+            }
+            BackendKind::Embedded(store) => {
+                let mut request = new_task_from_body(body)?;
+                let parent = request.parent_task_id.take().ok_or_else(|| {
+                    Error::Task(bernstein_tasks::Error::InvalidRequest(
+                        "a subtask needs parent_task_id".to_owned(),
+                    ))
+                })?;
+                let store = store.clone();
+                let task = run_blocking(move || store.create_subtask(&parent, request)).await??;
+                Ok(task.to_object())
+            }
+        }
+    }
+
+    /// `GET /tasks/{id}`: the task row.
+    ///
+    /// # Errors
+    ///
+    /// Not found, or the backend's failure.
+    pub async fn get_task(&self, id: &str) -> Result<Object, Error> {
+        let id = TaskId::parse(id)?;
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                object_answer(remote.client().get_task(&id).await?, "a task row")
+            }
+            BackendKind::Embedded(store) => {
+                let store = store.clone();
+                Ok(run_blocking(move || store.get_task(&id)).await??.to_object())
+            }
+        }
+    }
+
+    /// `GET /tasks[?status=]`: every task row (in the status, when given), oldest first.
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure; an unknown status is refused.
+    pub async fn list_tasks(&self, status: Option<&str>) -> Result<Vec<Value>, Error> {
+        let status = match status {
+            None => None,
+            Some(text) => Some(
+                TaskStatus::parse(text)
+                    .ok_or_else(|| bernstein_tasks::Error::UnknownStatus(text.to_owned()))?,
+            ),
+        };
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let answer = remote.client().list_tasks(status).await?;
+                match answer {
+                    Value::Array(rows) => Ok(rows),
+                    _ => Err(Error::UnexpectedAnswer(
+                        "the task server's task list is not a JSON array".to_owned(),
+                    )),
+                }
+            }
+            BackendKind::Embedded(store) => {
+                let store = store.clone();
+                let query = ListQuery {
+                    status,
+                    ..ListQuery::all()
+                };
+                let page = run_blocking(move || store.list_tasks(&query)).await??;
+                Ok(page
+                    .tasks
+                    .iter()
+                    .map(|task| Value::Object(task.to_object()))
+                    .collect())
+            }
+        }
+    }
+
+    /// `GET /status`: the status document (`total, open, claimed, done, failed, per_role,
+    /// total_cost_usd`, and, from a server, much more).
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure.
+    pub async fn status_document(&self) -> Result<Object, Error> {
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                object_answer(remote.client().status().await?, "a status document")
+            }
+            BackendKind::Embedded(store) => {
+                let store = store.clone();
+                Ok(run_blocking(move || store.status_summary()).await??.to_object())
+            }
+        }
+    }
+
+    /// The worker's completion (`POST /tasks/{id}/complete`) behind the completion gate.
+    ///
+    /// # Errors
+    ///
+    /// Not found, an empty summary, or the backend's failure. A gate refusal is an answer.
+    pub async fn complete_task(&self, id: &str, result_summary: &str) -> Result<GateAnswer, Error> {
+        let task_id = TaskId::parse(id)?;
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let row = object_answer(remote.client().get_task(&task_id).await?, "a task row")?;
+                let status = row_status(&row);
+                if !bernstein_gate::approval::is_worker_completable(&status) {
+                    return Ok(GateAnswer::Refused {
+                        reported_status: status,
+                    });
+                }
+                let answer = remote.client().complete_task(&task_id, result_summary).await?;
+                Ok(GateAnswer::Passed {
+                    row: object_answer(answer, "a task row")?,
+                    prior_status: status,
+                })
+            }
+            BackendKind::Embedded(store) => {
+                let store = store.clone();
+                let summary = result_summary.to_owned();
+                let before = {
+                    let store = store.clone();
+                    let task_id = task_id.clone();
+                    run_blocking(move || store.get_task(&task_id)).await??
+                };
+                match run_blocking(move || store.complete_task(&task_id, &summary)).await? {
+                    Ok(task) => Ok(GateAnswer::Passed {
+                        row: task.to_object(),
+                        prior_status: before.status.as_str().to_owned(),
+                    }),
+                    Err(
+                        bernstein_tasks::Error::NotCompletable { status, .. }
+                        | bernstein_tasks::Error::IllegalTransition { from: status, .. },
+                    ) => Ok(GateAnswer::Refused {
+                        reported_status: status.as_str().to_owned(),
+                    }),
+                    Err(other) => Err(other.into()),
+                }
+            }
+        }
+    }
+
+    /// The sign-off of a held result (`POST /tasks/{id}/complete` with the note as summary)
+    /// behind the approval gate.
+    ///
+    /// # Errors
+    ///
+    /// Not found, or the backend's failure. A gate refusal is an answer.
+    pub async fn approve_task(&self, id: &str, note: &str) -> Result<GateAnswer, Error> {
+        let task_id = TaskId::parse(id)?;
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let row = object_answer(remote.client().get_task(&task_id).await?, "a task row")?;
+                let status = row_status(&row);
+                if !bernstein_gate::approval::is_approvable(&status) {
+                    return Ok(GateAnswer::Refused {
+                        reported_status: status,
+                    });
+                }
+                let answer = remote.client().complete_task(&task_id, note).await?;
+                Ok(GateAnswer::Passed {
+                    row: object_answer(answer, "a task row")?,
+                    prior_status: status,
+                })
+            }
+            BackendKind::Embedded(store) => {
+                let store = store.clone();
+                let note = note.to_owned();
+                match run_blocking(move || store.approve_task(&task_id, &note)).await? {
+                    Ok(outcome) => Ok(GateAnswer::Passed {
+                        row: outcome.task.to_object(),
+                        prior_status: outcome.approved_from.as_str().to_owned(),
+                    }),
+                    Err(bernstein_tasks::Error::NotApprovable { status, .. }) => {
+                        Ok(GateAnswer::Refused {
+                            reported_status: status.as_str().to_owned(),
+                        })
+                    }
+                    Err(other) => Err(other.into()),
+                }
+            }
+        }
+    }
+
+    /// Cancels a task and its subtask tree behind the MCP pre-check (read first; unknown and
+    /// non-cancellable tasks are answered without a write).
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure.
+    pub async fn cancel_task(&self, id: &str, reason: &str) -> Result<CancelAnswer, Error> {
+        let task_id = TaskId::parse(id)?;
+        let row = match self.get_task(id).await {
+            Ok(row) => row,
+            Err(e) if e.is_not_found() => return Ok(CancelAnswer::UnknownTask),
+            Err(e) => return Err(e),
+        };
+        let status = row_status(&row);
+        if !bernstein_gate::cancel::is_cancellable(&status) {
+            return Ok(CancelAnswer::NotCancellable {
+                reported_status: status,
+            });
+        }
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let answer = match remote.client().cancel_task(&task_id, reason).await {
+                    Ok(answer) => answer,
+                    Err(failure) if failure.status_code() == Some(409) => {
+                        let again = self.get_task(id).await?;
+                        return Ok(CancelAnswer::NotCancellable {
+                            reported_status: row_status(&again),
+                        });
+                    }
+                    Err(failure) => return Err(failure.into()),
+                };
+                let row = object_answer(answer, "a task row")?;
+                let cancelled = self.list_tasks(Some("cancelled")).await?;
+                Ok(CancelAnswer::Cancelled {
+                    row,
+                    cancelled_descendants: count_descendants(&cancelled, id),
+                })
+            }
+            BackendKind::Embedded(store) => {
+                let store = store.clone();
+                let reason = reason.to_owned();
+                match run_blocking(move || store.cancel_task(&task_id, &reason)).await? {
+                    Ok(outcome) => Ok(CancelAnswer::Cancelled {
+                        row: outcome.task.to_object(),
+                        cancelled_descendants: outcome.cancelled_descendants as u64,
+                    }),
+                    Err(bernstein_tasks::Error::NotCancellable { status, .. }) => {
+                        Ok(CancelAnswer::NotCancellable {
+                            reported_status: status.as_str().to_owned(),
+                        })
+                    }
+                    Err(other) => Err(other.into()),
+                }
+            }
+        }
+    }
+
+    /// `POST /tasks/claim-receipt` with `body` (`{claimer_id, completed_ids, role?, project?,
+    /// capability?, claimer_card_fingerprint?, max_attempts?}`): the signed claim receipt,
+    /// granted or refused.
+    ///
+    /// # Errors
+    ///
+    /// An unsafe claimer id, a missing audit key (embedded), or the backend's failure.
+    pub async fn claim_receipt(&self, body: &Object) -> Result<Value, Error> {
+        match &self.kind {
+            BackendKind::Remote(remote) => Ok(remote.client().claim_receipt(body).await?),
+            BackendKind::Embedded(store) => {
+                let key = self.require_key("a claim receipt")?.clone();
+                let request = claim_request_from_body(body);
+                let root = store.workdir().to_path_buf();
+                let outcome =
+                    run_blocking(move || claim_in_project(&root, key, &request, ClaimTime::now()))
+                        .await??;
+                Ok(Value::Object(outcome.receipt.to_wire()))
+            }
+        }
+    }
+
+    fn mailbox(&self, root: &Path) -> Result<Arc<Mailbox>, Error> {
+        if let Some(mailbox) = self.mailbox.get() {
+            return Ok(Arc::clone(mailbox));
+        }
+        let key = self.require_key("the task mailbox")?;
+        let sdd = root.join(".sdd");
+        let signer = SigningIdentity::load_or_create(&sdd.join("identity"), MAILBOX_IDENTITY_NAME)?;
+        let mailbox = Arc::new(Mailbox::open(&sdd, key.master(), signer));
+        // Another call may have opened it first; both are equivalent, keep the stored one.
+        Ok(Arc::clone(self.mailbox.get_or_init(|| mailbox)))
+    }
+
+    /// `POST /tasks/{id}/messages` with `body` (`{sender, kind, body,
+    /// sender_card_fingerprint?}`): the signed mailbox entry, mirrored to the audit chain.
+    ///
+    /// # Errors
+    ///
+    /// Not found, a refused message (kind, size, full mailbox), or the backend's failure.
+    pub async fn post_message(&self, id: &str, body: &Object) -> Result<Value, Error> {
+        let task_id = TaskId::parse(id)?;
+        match &self.kind {
+            BackendKind::Remote(remote) => Ok(remote.client().post_message(&task_id, body).await?),
+            BackendKind::Embedded(store) => {
+                // The route answers 404 for an unknown recipient before touching the mailbox.
+                self.get_task(id).await?;
+                let root = store.workdir().to_path_buf();
+                let mailbox = self.mailbox(&root)?;
+                let chain = AuditChain::open(root.join(".sdd").join("audit"), self.require_key("the task mailbox")?.clone());
+                let home = self.home_dir.clone();
+                let body = body.clone();
+                let id = id.to_owned();
+                run_blocking(move || post_message_blocking(&mailbox, &chain, &id, &body, home.as_deref()))
+                    .await?
+            }
+        }
+    }
+
+    /// `GET /tasks/{id}/messages[?since_seq=]`: the task's mailbox entries after `since_seq`.
+    ///
+    /// # Errors
+    ///
+    /// Not found, or the backend's failure.
+    pub async fn list_messages(&self, id: &str, since_seq: Option<i64>) -> Result<Value, Error> {
+        let task_id = TaskId::parse(id)?;
+        match &self.kind {
+            BackendKind::Remote(remote) => Ok(remote
+                .client()
+                .list_messages(&task_id, since_seq.and_then(|s| u64::try_from(s).ok()))
+                .await?),
+            BackendKind::Embedded(store) => {
+                self.get_task(id).await?;
+                let mailbox = self.mailbox(store.workdir())?;
+                let id = id.to_owned();
+                let entries =
+                    run_blocking(move || mailbox.pending(&id, since_seq.unwrap_or(-1))).await??;
+                Ok(Value::Array(
+                    entries.iter().map(|e| Value::Object(e.to_wire())).collect(),
+                ))
+            }
+        }
+    }
+
+    /// `POST /tasks/{id}/artifacts` with `body` (every artifact field but `task_id`), posted as
+    /// `poster`, which must hold the task's claim: the chain-anchored artifact record.
+    ///
+    /// # Errors
+    ///
+    /// Not found, a refused post (not the holder, invalid content), or the backend's failure.
+    pub async fn post_artifact(
+        &self,
+        id: &str,
+        poster: &str,
+        body: &Object,
+        trace: &TraceContext,
+    ) -> Result<Value, Error> {
+        let task_id = TaskId::parse(id)?;
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let remote = Self::remote_with_trace(remote, trace)?;
+                Ok(remote.client().post_artifact(&task_id, poster, body).await?)
+            }
+            BackendKind::Embedded(store) => {
+                let row = self.get_task(id).await?;
+                let key = self.require_key("an artifact post")?.clone();
+                let root = store.workdir().to_path_buf();
+                let holder = match store.get_task(&task_id) {
+                    Ok(task) => task.claimed_by,
+                    Err(_) => None,
+                };
+                let body = body.clone();
+                let poster = poster.to_owned();
+                let id = id.to_owned();
+                let trace = SpineTrace {
+                    traceparent: trace.traceparent.clone(),
+                    tracestate: trace.tracestate.clone(),
+                    baggage: trace.baggage.clone(),
+                };
+                let status = row_status(&row);
+                run_blocking(move || {
+                    let holder = holder.or_else(|| pending_backlog_claimer(&root, &id, &status));
+                    post_artifact_blocking(&root, key, &id, &poster, holder.as_deref(), &body, trace)
+                })
+                .await?
+            }
+        }
+    }
+
+    /// `GET /tasks/{id}/artifacts`: the task's artifact records, in journal order.
+    ///
+    /// # Errors
+    ///
+    /// Not found, or the backend's failure.
+    pub async fn list_artifacts(&self, id: &str) -> Result<Value, Error> {
+        let task_id = TaskId::parse(id)?;
+        match &self.kind {
+            BackendKind::Remote(remote) => Ok(remote.client().list_artifacts(&task_id).await?),
+            BackendKind::Embedded(store) => {
+                self.get_task(id).await?;
+                let root = store.workdir().to_path_buf();
+                let id = id.to_owned();
+                let records = run_blocking(move || read_artifact_rows(&root, &id)).await??;
+                Ok(Value::Array(
+                    records.iter().map(|r| Value::Object(r.to_object())).collect(),
+                ))
+            }
+        }
+    }
+
+    /// Waits for the first task created for `role` (`GET /events/tasks?role=`), at most
+    /// `deadline`. The embedded store is re-read every 200 ms for a task it did not hold when
+    /// the wait began.
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure.
+    pub async fn subscribe(&self, role: &str, deadline: Duration) -> Result<SubscribeOutcome, Error> {
+        match &self.kind {
+            BackendKind::Remote(remote) => Ok(remote.client().subscribe(role, deadline).await?),
+            BackendKind::Embedded(_) => {
+                let known: BTreeSet<String> = self
+                    .list_tasks(None)
+                    .await?
+                    .iter()
+                    .filter_map(|row| row_id(row))
+                    .collect();
+                let wait = async {
+                    loop {
+                        tokio::time::sleep(SUBSCRIBE_POLL).await;
+                        for row in self.list_tasks(None).await? {
+                            let Some(object) = row.as_object() else {
+                                continue;
+                            };
+                            let Some(id) = row_id(&row) else { continue };
+                            if known.contains(&id)
+                                || object.get("role").and_then(Value::as_str) != Some(role)
+                            {
+                                continue;
+                            }
+                            let title = object
+                                .get("title")
+                                .cloned()
+                                .unwrap_or(Value::Str(String::new()));
+                            return Ok::<_, Error>(SubscribeOutcome::Notification(Value::Object(
+                                Object::new().with("task_id", id).with("title", title),
+                            )));
+                        }
+                    }
+                };
+                match tokio::time::timeout(deadline, wait).await {
+                    Ok(result) => result,
+                    Err(_) => Ok(SubscribeOutcome::TimedOut),
+                }
+            }
+        }
+    }
+
+    /// `POST /administrative-runs {"goal"}`: a new administrative run (task server only).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] on the embedded store; the server's failure otherwise.
+    pub async fn create_administrative_run(
+        &self,
+        goal: &str,
+        trace: &TraceContext,
+    ) -> Result<Value, Error> {
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                let remote = Self::remote_with_trace(remote, trace)?;
+                Ok(remote.client().create_administrative_run(goal).await?)
+            }
+            BackendKind::Embedded(_) => Err(administrative_unsupported()),
+        }
+    }
+
+    /// `GET /administrative-runs/{run_id}` (task server only).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] on the embedded store; the server's failure otherwise.
+    pub async fn get_administrative_run(&self, run_id: &str) -> Result<Value, Error> {
+        match &self.kind {
+            BackendKind::Remote(remote) => {
+                Ok(remote.client().get_administrative_run(run_id).await?)
+            }
+            BackendKind::Embedded(_) => Err(administrative_unsupported()),
+        }
+    }
+}
+
+fn administrative_unsupported() -> Error {
+    Error::Unsupported(
+        "administrative runs are served by a Bernstein task server; the embedded task store \
+         does not support template=administrative"
+            .to_owned(),
+    )
+}
+
+/// Runs blocking store or evidence work on Tokio's blocking pool when a runtime is present.
+async fn run_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Error> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.spawn_blocking(work).await.map_err(|join| {
+            Error::Unsupported(format!("a blocking task store operation did not finish: {join}"))
+        }),
+        Err(_) => Ok(work()),
+    }
+}
+
+fn object_answer(value: Value, what: &str) -> Result<Object, Error> {
+    match value {
+        Value::Object(object) => Ok(object),
+        _ => Err(Error::UnexpectedAnswer(format!(
+            "the task server did not answer with {what}"
+        ))),
+    }
+}
+
+/// A row's `status` as the gates read it: the string, or `""` when it has none.
+pub(crate) fn row_status(row: &Object) -> String {
+    row.get("status")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn row_id(row: &Value) -> Option<String> {
+    row.as_object()?.get("id")?.as_str().map(str::to_owned)
+}
+
+/// How many `rows` have `root` in their parent chain (the reference's cascade count).
+fn count_descendants(rows: &[Value], root: &str) -> u64 {
+    let parents: HashMap<String, Option<String>> = rows
+        .iter()
+        .filter_map(|row| {
+            let object = row.as_object()?;
+            let id = object.get("id")?.as_str()?.to_owned();
+            let parent = object
+                .get("parent_task_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Some((id, parent))
+        })
+        .collect();
+    let mut count = 0;
+    for id in parents.keys() {
+        let mut seen = BTreeSet::new();
+        let mut current = parents.get(id).cloned().flatten();
+        while let Some(parent) = current {
+            if parent == root {
+                count += 1;
+                break;
+            }
+            // A parent cycle in a malformed listing must not loop forever.
+            if !seen.insert(parent.clone()) {
+                break;
+            }
+            current = parents.get(&parent).cloned().flatten();
+        }
+    }
+    count
+}
+
+fn text_field(body: &Object, key: &str) -> Option<String> {
+    body.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn int_field(body: &Object, key: &str) -> Option<i64> {
+    body.get(key).and_then(Value::as_i64)
+}
+
+fn invalid(message: String) -> Error {
+    Error::Task(bernstein_tasks::Error::InvalidRequest(message))
+}
+
+/// Reads a `TaskCreate` body into the store's request.
+fn new_task_from_body(body: &Object) -> Result<NewTask, Error> {
+    if body.get("run_id").is_some_and(|v| *v != Value::Null) {
+        return Err(administrative_unsupported());
+    }
+    let mut request = NewTask::new(
+        text_field(body, "title").unwrap_or_default(),
+        text_field(body, "description").unwrap_or_default(),
+    );
+    if let Some(role) = text_field(body, "role") {
+        request.role = role;
+    }
+    if let Some(priority) = int_field(body, "priority") {
+        request.priority = u8::try_from(priority)
+            .map_err(|_| invalid(format!("priority {priority} is out of range")))?;
+    }
+    if let Some(scope) = text_field(body, "scope") {
+        request.scope = Scope::parse(&scope)?;
+    }
+    if let Some(complexity) = text_field(body, "complexity") {
+        request.complexity = Complexity::parse(&complexity)?;
+    }
+    if let Some(minutes) = int_field(body, "estimated_minutes") {
+        request.estimated_minutes = u32::try_from(minutes)
+            .map_err(|_| invalid(format!("estimated_minutes {minutes} is out of range")))?;
+    }
+    if let Some(parent) = text_field(body, "parent_task_id") {
+        request.parent_task_id = Some(TaskId::parse(&parent)?);
+    }
+    if let Some(Value::Array(ids)) = body.get("depends_on") {
+        for id in ids {
+            let text = id
+                .as_str()
+                .ok_or_else(|| invalid("depends_on holds a value that is not a string".to_owned()))?;
+            request.depends_on.push(TaskId::parse(text)?);
+        }
+    }
+    request.model = text_field(body, "model");
+    request.effort = text_field(body, "effort");
+    if let Some(Value::Object(metadata)) = body.get("metadata") {
+        request.metadata = metadata.clone();
+    }
+    Ok(request)
+}
+
+fn claim_request_from_body(body: &Object) -> BacklogClaimRequest {
+    let completed_ids = match body.get("completed_ids") {
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => BTreeSet::new(),
+    };
+    let filter = ClaimFilter {
+        project: text_field(body, "project"),
+        role: text_field(body, "role"),
+        capability: text_field(body, "capability"),
+        completed_ids,
+        max_attempts: int_field(body, "max_attempts"),
+        task_ids: None,
+        admits: None,
+    };
+    BacklogClaimRequest {
+        claimer_id: text_field(body, "claimer_id").unwrap_or_default(),
+        claimer_card_fingerprint: text_field(body, "claimer_card_fingerprint"),
+        filter,
+    }
+}
+
+fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn post_message_blocking(
+    mailbox: &Mailbox,
+    chain: &AuditChain,
+    task_id: &str,
+    body: &Object,
+    home: Option<&str>,
+) -> Result<Value, Error> {
+    let sender = text_field(body, "sender").unwrap_or_default();
+    let kind = text_field(body, "kind").unwrap_or_else(|| "finding".to_owned());
+    let text = text_field(body, "body").unwrap_or_default();
+    let fingerprint = text_field(body, "sender_card_fingerprint")
+        .filter(|f| !f.is_empty())
+        .unwrap_or_else(|| UNREGISTERED_FINGERPRINT.to_owned());
+    let message = NewMessage {
+        task_id,
+        sender: &sender,
+        sender_card_fingerprint: &fingerprint,
+        kind: &kind,
+        body: &text,
+        timestamp: now_unix(),
+        authority: Authority::TrustedInternal,
+    };
+    let redaction = RedactionContext { home, secrets: &[] };
+    let entry = mailbox.post(&message, &redaction)?;
+    let details = Object::new()
+        .with("task_id", entry.task_id.as_str())
+        .with("seq", entry.seq)
+        .with("kind", entry.kind.as_str())
+        .with("sender", entry.sender.as_str())
+        .with(
+            "sender_card_fingerprint",
+            entry.sender_card_fingerprint.as_str(),
+        )
+        .with("body_hash", entry.body_hash.as_str())
+        .with("entry_hash", entry.entry_hash.as_str())
+        .with("redaction_count", entry.redaction_count);
+    let event = AuditEvent::new(
+        EVENT_TASK_MAILBOX_MESSAGE,
+        "task_mailbox",
+        "task_mailbox_message",
+        task_id,
+        details,
+    );
+    // As in the reference route, the mirror is best effort: the entry is already durable.
+    if let Err(e) = chain.append(&event) {
+        tracing::warn!(task_id, "task_mailbox: audit chain mirror failed: {e}");
+    }
+    Ok(Value::Object(entry.to_wire()))
+}
+
+/// The claimer of `task_id`'s backlog row when a claim receipt took it and the store has not
+/// adopted that claim yet (the store adopts it on its next write).
+fn pending_backlog_claimer(root: &Path, task_id: &str, store_status: &str) -> Option<String> {
+    if store_status != TaskStatus::Open.as_str() {
+        return None;
+    }
+    let entries = read_backlog(&backlog_path(root)).ok()?;
+    entries
+        .into_iter()
+        .find(|entry| entry.id == task_id && entry.status == "in_progress")
+        .and_then(|entry| entry.claimer)
+}
+
+fn string_list(value: Option<&Value>) -> Vec<Value> {
+    match value {
+        Some(Value::Array(items)) => items.clone(),
+        _ => Vec::new(),
+    }
+}
+
+fn post_artifact_blocking(
+    root: &PathBuf,
+    key: AuditKey,
+    task_id: &str,
+    poster: &str,
+    holder: Option<&str>,
+    body: &Object,
+    trace: SpineTrace,
+) -> Result<Value, Error> {
+    let rows = match body.get("rows") {
+        Some(Value::Array(rows)) => rows
+            .iter()
+            .map(|row| string_list(Some(row)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let fields = ArtifactFields {
+        body: text_field(body, "body").unwrap_or_default(),
+        columns: string_list(body.get("columns")),
+        rows,
+        url: text_field(body, "url").unwrap_or_default(),
+        link_kind: text_field(body, "link_kind").unwrap_or_default(),
+        sarif_result: match body.get("sarif_result") {
+            Some(Value::Object(result)) => result.clone(),
+            _ => Object::new(),
+        },
+        provenance: FindingProvenance {
+            tool: text_field(body, "tool").unwrap_or_default(),
+            tool_version: text_field(body, "tool_version").unwrap_or_default(),
+            pinned_ruleset_or_feed_digest: text_field(body, "pinned_ruleset_or_feed_digest")
+                .unwrap_or_default(),
+            invocation_argv_hash: text_field(body, "invocation_argv_hash").unwrap_or_default(),
+            target: text_field(body, "target").unwrap_or_default(),
+        },
+    };
+    let artifact_type = text_field(body, "artifact_type").unwrap_or_default();
+    let content = ArtifactContent::build(&artifact_type, &fields)?;
+    let artifact_key = text_field(body, "key").unwrap_or_default();
+    let chain = AuditChain::open(root.join(".sdd").join("audit"), key);
+    let request = PostRequest {
+        task_id,
+        key: &artifact_key,
+        content: &content,
+        holder,
+        poster,
+        trace,
+        spine_timestamp: None,
+        audit_timestamp: None,
+    };
+    let posted = post_run_artifact(root, &chain, &request)?;
+    Ok(Value::Object(posted.to_wire()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, parent: Option<&str>) -> Value {
+        Value::Object(
+            Object::new()
+                .with("id", id)
+                .with("parent_task_id", parent.map(Value::from)),
+        )
+    }
+
+    #[test]
+    fn descendants_follow_parent_chains() {
+        let rows = [
+            row("root", None),
+            row("a", Some("root")),
+            row("b", Some("a")),
+            row("c", Some("other")),
+            row("x", Some("y")),
+            row("y", Some("x")),
+        ];
+        assert_eq!(count_descendants(&rows, "root"), 2);
+        assert_eq!(count_descendants(&rows, "a"), 1);
+        assert_eq!(count_descendants(&rows, "none"), 0);
+    }
+
+    #[test]
+    fn task_bodies_become_requests() {
+        let body = Object::new()
+            .with("title", "t")
+            .with("description", "d")
+            .with("role", "qa")
+            .with("priority", 3)
+            .with("scope", "small")
+            .with("depends_on", vec![Value::from("abc")]);
+        let request = new_task_from_body(&body).unwrap();
+        assert_eq!(request.role, "qa");
+        assert_eq!(request.priority, 3);
+        assert_eq!(request.scope, Scope::Small);
+        assert_eq!(request.depends_on.len(), 1);
+        let admin = body.with("run_id", "admin-00");
+        assert!(matches!(
+            new_task_from_body(&admin),
+            Err(Error::Unsupported(_))
+        ));
+    }
+}

@@ -1,0 +1,329 @@
+//! The catalogue: which tools are advertised and callable under a configuration, and how one
+//! call is answered (firewall, handler, timeout, cancellation, alias wrapper, envelope).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bernstein_journal::audit::Timestamp;
+use bernstein_journal::handle::ProgressVector;
+use bernstein_protocol::pyjson::{Dialect, Object, Value as PyValue};
+
+use crate::config::{ToolConfig, Validation};
+use crate::context::ToolContext;
+use crate::envelope::{Meter, alias_wrapper, envelope};
+use crate::error::Error;
+use crate::firewall::{self, to_pyjson, to_serde};
+use crate::outcome::ToolOutcome;
+use crate::output;
+use crate::registry::{ALIASES, AliasDef, TOOLS, ToolDef};
+use crate::spec::ToolSpec;
+use crate::tools;
+
+/// What a callable name runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target {
+    /// A tool.
+    Tool(&'static ToolDef),
+    /// A deprecated alias.
+    Alias(&'static AliasDef),
+}
+
+/// One callable name.
+struct Entry {
+    target: Target,
+    validator: jsonschema::Validator,
+    /// `timeoutSeconds` of the schema: the value as written (for the overrun message) and as
+    /// seconds.
+    timeout: Option<(PyValue, f64)>,
+}
+
+/// The tool catalogue of one server configuration.
+pub struct Catalogue {
+    config: ToolConfig,
+    tools: Vec<ToolSpec>,
+    entries: HashMap<&'static str, Entry>,
+    registered: Vec<String>,
+    /// The last progress vector notified per resolved run id: ticks are sent only when the
+    /// journal fold strictly advances past it.
+    pub(crate) ticks: Mutex<HashMap<String, ProgressVector>>,
+}
+
+impl std::fmt::Debug for Catalogue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalogue")
+            .field("config", &self.config)
+            .field("registered", &self.registered)
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_schema(name: &str, text: &str) -> Result<PyValue, Error> {
+    PyValue::parse(text).map_err(|e| Error::InvalidSchema {
+        tool: name.to_owned(),
+        reason: format!("not JSON: {e:?}"),
+    })
+}
+
+fn compile(name: &str, schema: &serde_json::Value) -> Result<jsonschema::Validator, Error> {
+    jsonschema::draft7::new(schema).map_err(|e| Error::InvalidSchema {
+        tool: name.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+fn timeout_of(schema: &PyValue) -> Option<(PyValue, f64)> {
+    let value = schema.as_object()?.get("timeoutSeconds")?;
+    let seconds = value.as_f64()?;
+    (seconds.is_finite() && seconds > 0.0).then(|| (value.clone(), seconds))
+}
+
+impl Catalogue {
+    /// Builds the catalogue for `config`: the tools of its tier (and `bernstein_verify_lineage`
+    /// only with lineage enabled), then the aliases whose replacement survived, when aliases are
+    /// enabled.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSchema`] when a packaged schema does not compile (a build defect; the
+    /// crate's tests compile every schema).
+    pub fn new(config: &ToolConfig) -> Result<Catalogue, Error> {
+        let mut tools = Vec::new();
+        let mut entries = HashMap::new();
+        let mut registered = Vec::new();
+        for def in &TOOLS {
+            if def.tier > config.tier || (def.needs_lineage && !config.lineage_enabled) {
+                continue;
+            }
+            let ordered = parse_schema(def.name, def.schema)?;
+            let schema = to_serde(&ordered);
+            let validator = compile(def.name, &schema)?;
+            let ordered_object = ordered.as_object().cloned().unwrap_or_default();
+            let description = ordered_object
+                .get("description")
+                .and_then(PyValue::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let ordered_output = output::output_schema(def, config.cost_meter);
+            tools.push(ToolSpec {
+                name: def.name.to_owned(),
+                title: None,
+                description,
+                input_schema: schema,
+                output_schema: Some(to_serde(&ordered_output)),
+                task_support: def.task_support,
+                annotations: def.annotations,
+                timeout_seconds: timeout_of(&ordered).map(|(_, s)| s),
+                ordered_input_schema: ordered_object,
+                ordered_output_schema: Some(ordered_output),
+            });
+            entries.insert(
+                def.name,
+                Entry {
+                    target: Target::Tool(def),
+                    validator,
+                    timeout: timeout_of(&ordered),
+                },
+            );
+            registered.push(def.name.to_owned());
+        }
+        if config.aliases_enabled {
+            for alias in &ALIASES {
+                if !entries.contains_key(alias.replacement) {
+                    continue;
+                }
+                let ordered = parse_schema(alias.name, alias.schema)?;
+                let validator = compile(alias.name, &to_serde(&ordered))?;
+                entries.insert(
+                    alias.name,
+                    Entry {
+                        target: Target::Alias(alias),
+                        validator,
+                        timeout: timeout_of(&ordered),
+                    },
+                );
+                registered.push(alias.name.to_owned());
+            }
+        }
+        Ok(Catalogue {
+            config: *config,
+            tools,
+            entries,
+            registered,
+            ticks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The configuration the catalogue was built with.
+    pub fn config(&self) -> &ToolConfig {
+        &self.config
+    }
+
+    /// The advertised tools, in `tools/list` order. Aliases are never advertised.
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    /// Whether `name` can be called (an advertised tool or an enabled alias).
+    pub fn is_callable(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// Every callable name: the tools in registration order, then the enabled aliases.
+    pub fn registered_names(&self) -> &[String] {
+        &self.registered
+    }
+
+    /// The advertised spec of `name`, when it is an advertised tool.
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.iter().find(|spec| spec.name == name)
+    }
+
+    /// Answers one `tools/call`.
+    ///
+    /// An unknown (or out-of-tier, or disabled alias) name answers `Unknown tool: <name>` with
+    /// `isError`. Otherwise the arguments pass the input firewall; a refusal is the tool's
+    /// payload (strict) or a logged warning (permissive). The handler's payload is wrapped for
+    /// aliases, then enveloped with `_meter` when the meter is on. A declared timeout that
+    /// runs out answers the reference's timeout object; a cancelled call answers its partial
+    /// work with `cancelled: true`.
+    pub async fn call(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> ToolOutcome {
+        let Some(entry) = self.entries.get(name) else {
+            return ToolOutcome::error_text(format!("Unknown tool: {name}"));
+        };
+        let started = Timestamp::now();
+        let clock = Instant::now();
+        let arguments = firewall::drop_nulls(arguments);
+        let refusal = firewall::check(name, &arguments, &entry.validator).err();
+        let args = match &arguments {
+            serde_json::Value::Object(_) => match to_pyjson(&arguments) {
+                PyValue::Object(object) => object,
+                _ => Object::new(),
+            },
+            _ => Object::new(),
+        };
+        let work = async {
+            if let Some(refusal) = &refusal {
+                match self.config.validation {
+                    Validation::Strict => return refusal.payload_text(),
+                    Validation::Permissive => tracing::warn!(
+                        tool = name,
+                        "input validation failed (permissive mode, call goes ahead): {}",
+                        refusal.payload_text()
+                    ),
+                }
+            }
+            match entry.target {
+                Target::Tool(def) => tools::run_tool(self, ctx, def.name, &args).await,
+                Target::Alias(alias) => {
+                    let payload = tools::run_alias(self, ctx, alias.name, &args).await;
+                    alias_wrapper(alias.name, alias.replacement, &payload)
+                }
+            }
+        };
+        let bounded = async {
+            match &entry.timeout {
+                Some((declared, seconds)) => {
+                    match tokio::time::timeout(Duration::from_secs_f64(*seconds), work).await {
+                        Ok(payload) => Ok(payload),
+                        Err(_) => Err(declared.clone()),
+                    }
+                }
+                None => Ok(work.await),
+            }
+        };
+        let result = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => None,
+            result = bounded => Some(result),
+        };
+        let meter = Meter {
+            tool: name.to_owned(),
+            call_id: ctx.meta.call_id.clone(),
+            latency_ms: clock.elapsed().as_secs_f64() * 1000.0,
+            started,
+        };
+        let meter_value = to_serde(&PyValue::Object(meter.to_object()));
+        match result {
+            None => cancelled_outcome(name, meter_value),
+            Some(Err(declared)) => timeout_outcome(name, &declared),
+            Some(Ok(payload)) => {
+                let text = if self.config.cost_meter {
+                    envelope(&payload, &meter)
+                } else {
+                    payload
+                };
+                let structured = match entry.target {
+                    Target::Tool(def) if def.structured => serde_json::from_str(&text)
+                        .unwrap_or_else(|_| wrapper_structure(&text)),
+                    _ => wrapper_structure(&text),
+                };
+                ToolOutcome {
+                    text,
+                    structured: Some(structured),
+                    is_error: false,
+                    cancelled: false,
+                    partial: Vec::new(),
+                    meter: self.config.cost_meter.then_some(meter_value),
+                }
+            }
+        }
+    }
+}
+
+/// FastMCP's structured content for a plain-text tool: `{"result": <text>}`.
+fn wrapper_structure(text: &str) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    map.insert("result".to_owned(), serde_json::Value::String(text.to_owned()));
+    serde_json::Value::Object(map)
+}
+
+/// The reference's declared-timeout answer: not enveloped, not an error result.
+fn timeout_outcome(name: &str, declared: &PyValue) -> ToolOutcome {
+    let text = PyValue::Object(
+        Object::new()
+            .with(
+                "error",
+                format!(
+                    "tool {name} exceeded its declared timeout of {}s",
+                    declared.dumps(Dialect::PY_ROW)
+                ),
+            )
+            .with("tool", name)
+            .with("timeoutSeconds", declared.clone())
+            .with("timeout", true),
+    )
+    .dumps(Dialect::PY_ROW);
+    ToolOutcome {
+        text,
+        structured: None,
+        is_error: false,
+        cancelled: false,
+        partial: Vec::new(),
+        meter: None,
+    }
+}
+
+/// A call stopped by its cancellation token: the one chunk of work every call has done (it was
+/// running), as the reference's remote transport seeds it. The meter is always attached.
+fn cancelled_outcome(name: &str, meter: serde_json::Value) -> ToolOutcome {
+    let chunk = PyValue::Object(
+        Object::new()
+            .with("status", "running")
+            .with("tool", name),
+    )
+    .dumps(Dialect::PY_ROW);
+    ToolOutcome {
+        text: chunk.clone(),
+        structured: None,
+        is_error: false,
+        cancelled: true,
+        partial: vec![chunk],
+        meter: Some(meter),
+    }
+}

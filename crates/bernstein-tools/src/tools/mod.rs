@@ -1,0 +1,132 @@
+//! The tool handlers. Each one takes its validated arguments (top-level nulls dropped) and
+//! returns its JSON payload text as the reference's handler returns it: pretty-printed with
+//! indent 2 for most answers, `json.dumps` defaults for errors and a few compact answers.
+//! Handlers never fail: a failure is rendered into the payload with the reference's error shape.
+
+mod local;
+mod query;
+pub(crate) mod scenarios;
+pub(crate) mod skills;
+mod worker;
+
+use std::fmt::Display;
+use std::path::{Path, PathBuf};
+
+use bernstein_journal::handle::render_indent2;
+use bernstein_protocol::pyjson::{Dialect, Object, Value};
+use bernstein_tasks::remote::TraceContext;
+
+use crate::catalogue::Catalogue;
+use crate::context::ToolContext;
+
+/// The hint of a task-backend failure.
+pub(crate) const SERVER_HINT: &str = "Task server may be restarting";
+
+/// `json.dumps(value, indent=2)`.
+pub(crate) fn indent2(object: Object) -> String {
+    render_indent2(&Value::Object(object))
+}
+
+/// `json.dumps(value)`.
+pub(crate) fn plain(object: Object) -> String {
+    Value::Object(object).dumps(Dialect::PY_ROW)
+}
+
+/// The reference's generic error: `{"error": str(exc), "hint": hint}`.
+pub(crate) fn generic_error(error: impl Display, hint: &str) -> String {
+    let message = error.to_string();
+    tracing::warn!("MCP tool error: {message}");
+    plain(Object::new().with("error", message).with("hint", hint))
+}
+
+/// A string argument.
+pub(crate) fn arg_str<'a>(args: &'a Object, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// An integer argument (a float with no fraction counts, as pydantic's lax mode accepts it).
+pub(crate) fn arg_i64(args: &Object, key: &str) -> Option<i64> {
+    match args.get(key)? {
+        Value::Int(i) => i.as_i64(),
+        #[allow(clippy::cast_possible_truncation)]
+        Value::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(*f as i64),
+        _ => None,
+    }
+}
+
+/// A boolean argument.
+pub(crate) fn arg_bool(args: &Object, key: &str) -> Option<bool> {
+    match args.get(key)? {
+        Value::Bool(b) => Some(*b),
+        _ => None,
+    }
+}
+
+/// The W3C trace context of the call, for forwarding.
+pub(crate) fn trace(ctx: &ToolContext) -> TraceContext {
+    TraceContext {
+        traceparent: ctx.meta.traceparent.clone(),
+        tracestate: ctx.meta.tracestate.clone(),
+        baggage: ctx.meta.baggage.clone(),
+    }
+}
+
+/// A `workdir` argument resolved against the project root: absolute paths are kept, relative
+/// ones (the default `"."`) are taken from the project root, as the reference takes them from
+/// its working directory.
+pub(crate) fn workdir_path(ctx: &ToolContext, workdir: &str) -> PathBuf {
+    let path = Path::new(workdir);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        ctx.workdir.join(path)
+    }
+}
+
+/// Runs tool `name`.
+pub(crate) async fn run_tool(cat: &Catalogue, ctx: &ToolContext, name: &str, args: &Object) -> String {
+    match name {
+        "bernstein_run" => query::run(ctx, args).await,
+        "bernstein_status" => query::status(ctx, args).await,
+        "bernstein_run_status" => query::run_status(cat, ctx, args, true).await,
+        "bernstein_subscribe" => query::subscribe(ctx, args).await,
+        "bernstein_claim" => worker::claim(ctx, args).await,
+        "bernstein_create_task" => worker::create_task(ctx, args).await,
+        "bernstein_post_message" => worker::post_message(ctx, args).await,
+        "bernstein_post_artifact" => worker::post_artifact(ctx, args).await,
+        "bernstein_cancel" => worker::cancel(ctx, args).await,
+        "bernstein_approve" => worker::approve(ctx, args).await,
+        "bernstein_complete" => worker::complete(ctx, args).await,
+        "bernstein_shutdown_orchestrator" => local::shutdown(ctx, args),
+        "bernstein_task_capsule" => local::task_capsule(ctx, args).await,
+        "load_skill" => skills::load_skill_tool(args),
+        "bernstein_scenario" => scenarios::scenario_tool(ctx, args).await,
+        "bernstein_verify_lineage" => local::verify_lineage(ctx, args).await,
+        // The catalogue routes only registered names here; an unrouted one is a table defect,
+        // answered like an unknown tool rather than with a panic.
+        other => plain(Object::new().with("error", format!("Unknown tool: {other}"))),
+    }
+}
+
+/// Runs alias `name` and returns its historical payload (the caller wraps it).
+pub(crate) async fn run_alias(
+    cat: &Catalogue,
+    ctx: &ToolContext,
+    name: &str,
+    args: &Object,
+) -> String {
+    match name {
+        "bernstein_health" => plain(Object::new().with("status", "ok")),
+        "bernstein_tasks" => query::tasks_alias(ctx, args).await,
+        "bernstein_cost" => query::cost_alias(ctx).await,
+        "bernstein_create_subtask" => query::create_subtask_alias(ctx, args).await,
+        "bernstein_task_handle" => query::run_status(cat, ctx, args, false).await,
+        "bernstein_update" => worker::post_message(ctx, args).await,
+        "bernstein_context" => local::task_capsule(ctx, args).await,
+        "bernstein_stop" => local::shutdown(ctx, args),
+        "bernstein_scenarios" => scenarios::list_text(),
+        "bernstein_scenario_status" => scenarios::status_text(ctx, args).await,
+        "verify_chain" => local::verify_lineage(ctx, args).await,
+        other => plain(Object::new().with("error", format!("Unknown tool: {other}"))),
+    }
+}
