@@ -116,7 +116,9 @@ fn crash_child() {
 }
 
 /// Checks that everything acknowledged survived, and that the audit chain holds no hard error.
-fn check_acknowledged(dir: &Path, acks: &[(String, String)]) {
+/// Task states and audit events are checked for every acknowledgement; run journals (the
+/// slowest to read) only for those from `fresh` on, since no later child touches older tasks.
+fn check_acknowledged(dir: &Path, acks: &[(String, String)], fresh: usize) {
     let store = EmbeddedStore::open(dir, Some(test_key())).unwrap();
     let key = test_key();
     let audit_dir = dir.join(".sdd").join("audit");
@@ -137,10 +139,11 @@ fn check_acknowledged(dir: &Path, acks: &[(String, String)]) {
             tear.describe()
         );
     }
-    for (kind, id) in acks {
+    for (position, (kind, id)) in acks.iter().enumerate() {
         if kind == "ready" {
             continue;
         }
+        let read_journal = position >= fresh;
         let task_id = TaskId::parse(id).unwrap();
         let task = store
             .get_task(&task_id)
@@ -165,9 +168,10 @@ fn check_acknowledged(dir: &Path, acks: &[(String, String)]) {
                 ));
                 assert!(has("task.claim_receipt"), "claim receipt of {id} lost");
                 assert!(
-                    journal()
-                        .iter()
-                        .any(|r| r.get("event").and_then(|e| e.as_str()) == Some("task_claimed"))
+                    !read_journal
+                        || journal().iter().any(
+                            |r| r.get("event").and_then(|e| e.as_str()) == Some("task_claimed")
+                        )
                 );
             }
             "done" => {
@@ -216,7 +220,7 @@ fn acknowledged_changes_survive_sigkill() {
         // Wait for the child to be ready, so the kill lands in its work, not its start-up.
         let ready = receiver.recv_timeout(Duration::from_secs(30));
         if ready.is_ok() {
-            std::thread::sleep(Duration::from_micros(random_below(&random, 100_000)));
+            std::thread::sleep(Duration::from_micros(random_below(&random, 80_000)));
         }
         // Killed before any assertion, so a failing run leaves no child looping behind.
         child.kill().unwrap();
@@ -226,8 +230,9 @@ fn acknowledged_changes_survive_sigkill() {
         if status.signal() == Some(9) {
             killed_mid_work += 1;
         }
+        let fresh = acks.len();
         acks.extend(receiver.iter());
-        check_acknowledged(dir, &acks);
+        check_acknowledged(dir, &acks, fresh);
     }
     assert_eq!(killed_mid_work, KILLS, "every child must die by SIGKILL");
     assert!(
