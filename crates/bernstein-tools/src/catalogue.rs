@@ -174,6 +174,18 @@ impl Catalogue {
         &self.registered
     }
 
+    /// The skill index served as `bernstein://skills/index` (the same bytes `load_skill`
+    /// answers without a name). The skill packs are compiled into this crate, so the index does
+    /// not depend on `_project_root`; the parameter keeps the call site stable for
+    /// project-local packs.
+    ///
+    /// # Errors
+    ///
+    /// None today: the packaged index is always available.
+    pub fn skill_index_text(&self, _project_root: &std::path::Path) -> Result<String, Error> {
+        Ok(crate::tools::skills::skill_index_text())
+    }
+
     /// The advertised spec of `name`, when it is an advertised tool.
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|spec| spec.name == name)
@@ -310,7 +322,8 @@ fn timeout_outcome(name: &str, declared: &PyValue) -> ToolOutcome {
 }
 
 /// A call stopped by its cancellation token: the one chunk of work every call has done (it was
-/// running), as the reference's remote transport seeds it. The meter is always attached.
+/// running), as the reference's remote transport seeds it. The meter is always attached, both
+/// as [`ToolOutcome::meter`] and as `structured["_meter"]`, for the transport's envelope.
 fn cancelled_outcome(name: &str, meter: serde_json::Value) -> ToolOutcome {
     let chunk = PyValue::Object(
         Object::new()
@@ -320,7 +333,7 @@ fn cancelled_outcome(name: &str, meter: serde_json::Value) -> ToolOutcome {
     .dumps(Dialect::PY_ROW);
     ToolOutcome {
         text: chunk.clone(),
-        structured: None,
+        structured: Some(serde_json::json!({ "_meter": meter.clone() })),
         is_error: false,
         cancelled: true,
         partial: vec![chunk],
