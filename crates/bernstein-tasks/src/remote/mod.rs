@@ -67,6 +67,11 @@
 //!   still refuses illegal transitions, so the race can only let a completion through from a
 //!   status the server itself accepts (for example a task that moved to `waiting_for_subtasks`
 //!   in between).
+//! * **Completing a `done` task** is refused after the read with the reference server's own
+//!   [`crate::Error::IllegalTransition`] (`'done' -> 'done'`), as the trait documents; the
+//!   embedded store answers [`crate::Error::NotCompletable`] there. Both are conflicts. An
+//!   empty approval note is refused before sending, because the server would treat it as an
+//!   empty completion and fail the task.
 //! * **Cancellation** is not pre-read: the server's 409 is the refusal, and its detail names the
 //!   status. `cancelled_descendants` is counted afterwards from `GET /tasks?status=cancelled`
 //!   by walking `parent_task_id` chains, as the reference does, so it also counts descendants
@@ -102,6 +107,9 @@
 //!   tools that show its answer). Pages come from `GET /tasks?limit=&offset=` (the unpaginated
 //!   form is capped at 500 rows); cursors are decimal positions in the unfiltered listing, so
 //!   a page can shift if tasks are created while a caller pages.
+//! * **Capacity.** The reference server refuses a 101st task in a tenant (429 `Tenant default
+//!   has reached max_tasks limit (100)`, an [`crate::Error::Remote`]); the embedded store has
+//!   no such cap.
 //! * **Evidence** (audit events, run-journal rows) is written by the server into its own
 //!   `.sdd/`, not by this process.
 
