@@ -7,7 +7,9 @@
 //!    artifacts with their blobs and lineage spine, a signed context capsule, signed mailbox
 //!    entries mirrored to the chain) is fed to the reference's own verifiers: the kit's
 //!    `verify_dir.py` and `bernstein audit verify-hmac`;
-//! 2. a chain written by the reference is fed to our `bernstein-mcp audit verify`.
+//! 2. a chain written by the reference is fed to our `bernstein-mcp audit verify`;
+//! 3. the portable `TaskBackend` suite runs through our remote backend against a live
+//!    `bernstein serve` started on a free loopback port.
 //!
 //! The reference ("oracle") is optional: when it is not installed the command says so and exits
 //! 0 without claiming anything. Install it with `bash ../shared/reference/setup-oracle.sh`.
@@ -76,7 +78,8 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     };
     let scratch = tempfile_dir()?;
     let result = evidence_we_write_verifies_under_the_reference(&oracle, &scratch)
-        .and_then(|()| chain_the_reference_writes_verifies_under_ours(&oracle, &scratch));
+        .and_then(|()| chain_the_reference_writes_verifies_under_ours(&oracle, &scratch))
+        .and_then(|()| backend_suite_passes_against_a_live_server(&oracle, &scratch));
     let _ = std::fs::remove_dir_all(&scratch);
     result?;
     eprintln!("interop: OK");
@@ -343,6 +346,78 @@ fn write_receipt(scratch: &Path, name: &str, wire: &str) -> anyhow::Result<PathB
     let path = scratch.join(format!("receipt_{name}.json"));
     std::fs::write(&path, wire)?;
     Ok(path)
+}
+
+/// Starts the reference's task server (`bernstein serve`) on a free loopback port in a scratch
+/// project and runs the portable `TaskBackend` suite against it through our remote backend.
+fn backend_suite_passes_against_a_live_server(
+    oracle: &Oracle,
+    scratch: &Path,
+) -> anyhow::Result<()> {
+    let root = scratch.join("served");
+    std::fs::create_dir_all(root.join(".sdd"))?;
+    let key_path = scratch.join("audit.key");
+    // Ask the kernel for a free port, then hand it to the server.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let token = "interop-token";
+    let mut server = Command::new(&oracle.cli)
+        .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .current_dir(&root)
+        .env("BERNSTEIN_AUTH_TOKEN", token)
+        .env("BERNSTEIN_AUDIT_KEY_PATH", &key_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(scratch.join("serve.log"))?)
+        .spawn()
+        .context("start bernstein serve")?;
+    let result = (|| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "bernstein serve did not start within 60 s"
+            );
+            ensure!(
+                server.try_wait()?.is_none(),
+                "bernstein serve exited early (see serve.log)"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        let output = cargo()
+            .args([
+                "test",
+                "-q",
+                "-p",
+                "bernstein-tasks",
+                "--test",
+                "it",
+                "remote",
+                "--",
+                "--nocapture",
+            ])
+            .env("BERNSTEIN_REMOTE_URL", format!("http://127.0.0.1:{port}"))
+            .env("BERNSTEIN_AUTH_TOKEN", token)
+            .current_dir(project_root())
+            .output()?;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        for line in text.lines().filter(|l| l.starts_with("live_server:")) {
+            eprintln!("interop: {line}");
+        }
+        ensure!(
+            output.status.success(),
+            "the TaskBackend suite failed against bernstein serve:\n{text}"
+        );
+        ensure!(
+            text.contains("TaskBackend suite passed"),
+            "the live suite did not run:\n{text}"
+        );
+        Ok(())
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    result
 }
 
 /// Builds the `bernstein-mcp` binary and returns its path, so a build failure is reported as one
