@@ -18,7 +18,7 @@
 //!   `run.artifact` event. Administrative runs need a task server and are refused.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -55,8 +55,8 @@ const SUBSCRIBE_POLL: Duration = Duration::from_millis(200);
 pub enum BackendKind {
     /// The durable store under the project's `.sdd/`.
     Embedded(EmbeddedStore),
-    /// A running `bernstein serve`.
-    Remote(RemoteBackend),
+    /// A running `bernstein serve` (boxed: its client is much larger than the store handle).
+    Remote(Box<RemoteBackend>),
 }
 
 /// The task backend plus what the evidence operations need: the audit key (HMAC key of the
@@ -130,7 +130,7 @@ impl Backend {
     /// verification report that the key is missing.
     pub fn remote(remote: RemoteBackend) -> Backend {
         Backend {
-            kind: BackendKind::Remote(remote),
+            kind: BackendKind::Remote(Box::new(remote)),
             audit_key: None,
             home_dir: None,
             mailbox: OnceLock::new(),
@@ -176,7 +176,10 @@ impl Backend {
         })
     }
 
-    fn remote_with_trace(remote: &RemoteBackend, trace: &TraceContext) -> Result<RemoteBackend, Error> {
+    fn remote_with_trace(
+        remote: &RemoteBackend,
+        trace: &TraceContext,
+    ) -> Result<RemoteBackend, Error> {
         if trace.is_empty() {
             Ok(remote.clone())
         } else {
@@ -247,7 +250,9 @@ impl Backend {
             }
             BackendKind::Embedded(store) => {
                 let store = store.clone();
-                Ok(run_blocking(move || store.get_task(&id)).await??.to_object())
+                Ok(run_blocking(move || store.get_task(&id))
+                    .await??
+                    .to_object())
             }
         }
     }
@@ -304,7 +309,9 @@ impl Backend {
             }
             BackendKind::Embedded(store) => {
                 let store = store.clone();
-                Ok(run_blocking(move || store.status_summary()).await??.to_object())
+                Ok(run_blocking(move || store.status_summary())
+                    .await??
+                    .to_object())
             }
         }
     }
@@ -325,7 +332,10 @@ impl Backend {
                         reported_status: status,
                     });
                 }
-                let answer = remote.client().complete_task(&task_id, result_summary).await?;
+                let answer = remote
+                    .client()
+                    .complete_task(&task_id, result_summary)
+                    .await?;
                 Ok(GateAnswer::Passed {
                     row: object_answer(answer, "a task row")?,
                     prior_status: status,
@@ -504,12 +514,17 @@ impl Backend {
                 self.get_task(id).await?;
                 let root = store.workdir().to_path_buf();
                 let mailbox = self.mailbox(&root)?;
-                let chain = AuditChain::open(root.join(".sdd").join("audit"), self.require_key("the task mailbox")?.clone());
+                let chain = AuditChain::open(
+                    root.join(".sdd").join("audit"),
+                    self.require_key("the task mailbox")?.clone(),
+                );
                 let home = self.home_dir.clone();
                 let body = body.clone();
                 let id = id.to_owned();
-                run_blocking(move || post_message_blocking(&mailbox, &chain, &id, &body, home.as_deref()))
-                    .await?
+                run_blocking(move || {
+                    post_message_blocking(&mailbox, &chain, &id, &body, home.as_deref())
+                })
+                .await?
             }
         }
     }
@@ -556,7 +571,10 @@ impl Backend {
         match &self.kind {
             BackendKind::Remote(remote) => {
                 let remote = Self::remote_with_trace(remote, trace)?;
-                Ok(remote.client().post_artifact(&task_id, poster, body).await?)
+                Ok(remote
+                    .client()
+                    .post_artifact(&task_id, poster, body)
+                    .await?)
             }
             BackendKind::Embedded(store) => {
                 let row = self.get_task(id).await?;
@@ -577,7 +595,15 @@ impl Backend {
                 let status = row_status(&row);
                 run_blocking(move || {
                     let holder = holder.or_else(|| pending_backlog_claimer(&root, &id, &status));
-                    post_artifact_blocking(&root, key, &id, &poster, holder.as_deref(), &body, trace)
+                    post_artifact_blocking(
+                        &root,
+                        key,
+                        &id,
+                        &poster,
+                        holder.as_deref(),
+                        &body,
+                        trace,
+                    )
                 })
                 .await?
             }
@@ -599,7 +625,10 @@ impl Backend {
                 let id = id.to_owned();
                 let records = run_blocking(move || read_artifact_rows(&root, &id)).await??;
                 Ok(Value::Array(
-                    records.iter().map(|r| Value::Object(r.to_object())).collect(),
+                    records
+                        .iter()
+                        .map(|r| Value::Object(r.to_object()))
+                        .collect(),
                 ))
             }
         }
@@ -612,7 +641,11 @@ impl Backend {
     /// # Errors
     ///
     /// The backend's failure.
-    pub async fn subscribe(&self, role: &str, deadline: Duration) -> Result<SubscribeOutcome, Error> {
+    pub async fn subscribe(
+        &self,
+        role: &str,
+        deadline: Duration,
+    ) -> Result<SubscribeOutcome, Error> {
         match &self.kind {
             BackendKind::Remote(remote) => Ok(remote.client().subscribe(role, deadline).await?),
             BackendKind::Embedded(_) => {
@@ -620,7 +653,7 @@ impl Backend {
                     .list_tasks(None)
                     .await?
                     .iter()
-                    .filter_map(|row| row_id(row))
+                    .filter_map(row_id)
                     .collect();
                 let wait = async {
                     loop {
@@ -701,7 +734,9 @@ async fn run_blocking<T: Send + 'static>(
 ) -> Result<T, Error> {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => handle.spawn_blocking(work).await.map_err(|join| {
-            Error::Unsupported(format!("a blocking task store operation did not finish: {join}"))
+            Error::Unsupported(format!(
+                "a blocking task store operation did not finish: {join}"
+            ))
         }),
         Err(_) => Ok(work()),
     }
@@ -804,9 +839,9 @@ fn new_task_from_body(body: &Object) -> Result<NewTask, Error> {
     }
     if let Some(Value::Array(ids)) = body.get("depends_on") {
         for id in ids {
-            let text = id
-                .as_str()
-                .ok_or_else(|| invalid("depends_on holds a value that is not a string".to_owned()))?;
+            let text = id.as_str().ok_or_else(|| {
+                invalid("depends_on holds a value that is not a string".to_owned())
+            })?;
             request.depends_on.push(TaskId::parse(text)?);
         }
     }
@@ -920,7 +955,7 @@ fn string_list(value: Option<&Value>) -> Vec<Value> {
 }
 
 fn post_artifact_blocking(
-    root: &PathBuf,
+    root: &Path,
     key: AuditKey,
     task_id: &str,
     poster: &str,
@@ -929,10 +964,7 @@ fn post_artifact_blocking(
     trace: SpineTrace,
 ) -> Result<Value, Error> {
     let rows = match body.get("rows") {
-        Some(Value::Array(rows)) => rows
-            .iter()
-            .map(|row| string_list(Some(row)))
-            .collect(),
+        Some(Value::Array(rows)) => rows.iter().map(|row| string_list(Some(row))).collect(),
         _ => Vec::new(),
     };
     let fields = ArtifactFields {

@@ -33,6 +33,7 @@ pub(crate) enum Target {
 struct Entry {
     target: Target,
     validator: jsonschema::Validator,
+    schema: serde_json::Value,
     /// `timeoutSeconds` of the schema: the value as written (for the overrun message) and as
     /// seconds.
     timeout: Option<(PyValue, f64)>,
@@ -109,7 +110,7 @@ impl Catalogue {
                 name: def.name.to_owned(),
                 title: None,
                 description,
-                input_schema: schema,
+                input_schema: schema.clone(),
                 output_schema: Some(to_serde(&ordered_output)),
                 task_support: def.task_support,
                 annotations: def.annotations,
@@ -122,6 +123,7 @@ impl Catalogue {
                 Entry {
                     target: Target::Tool(def),
                     validator,
+                    schema: schema.clone(),
                     timeout: timeout_of(&ordered),
                 },
             );
@@ -133,12 +135,14 @@ impl Catalogue {
                     continue;
                 }
                 let ordered = parse_schema(alias.name, alias.schema)?;
-                let validator = compile(alias.name, &to_serde(&ordered))?;
+                let schema = to_serde(&ordered);
+                let validator = compile(alias.name, &schema)?;
                 entries.insert(
                     alias.name,
                     Entry {
                         target: Target::Alias(alias),
                         validator,
+                        schema,
                         timeout: timeout_of(&ordered),
                     },
                 );
@@ -211,7 +215,7 @@ impl Catalogue {
         let started = Timestamp::now();
         let clock = Instant::now();
         let arguments = firewall::drop_nulls(arguments);
-        let refusal = firewall::check(name, &arguments, &entry.validator).err();
+        let refusal = firewall::check(name, &arguments, &entry.validator, &entry.schema).err();
         let args = match &arguments {
             serde_json::Value::Object(_) => match to_pyjson(&arguments) {
                 PyValue::Object(object) => object,
@@ -271,8 +275,9 @@ impl Catalogue {
                     payload
                 };
                 let structured = match entry.target {
-                    Target::Tool(def) if def.structured => serde_json::from_str(&text)
-                        .unwrap_or_else(|_| wrapper_structure(&text)),
+                    Target::Tool(def) if def.structured => {
+                        serde_json::from_str(&text).unwrap_or_else(|_| wrapper_structure(&text))
+                    }
                     _ => wrapper_structure(&text),
                 };
                 ToolOutcome {
@@ -291,7 +296,10 @@ impl Catalogue {
 /// FastMCP's structured content for a plain-text tool: `{"result": <text>}`.
 fn wrapper_structure(text: &str) -> serde_json::Value {
     let mut map = serde_json::Map::new();
-    map.insert("result".to_owned(), serde_json::Value::String(text.to_owned()));
+    map.insert(
+        "result".to_owned(),
+        serde_json::Value::String(text.to_owned()),
+    );
     serde_json::Value::Object(map)
 }
 
@@ -325,12 +333,8 @@ fn timeout_outcome(name: &str, declared: &PyValue) -> ToolOutcome {
 /// running), as the reference's remote transport seeds it. The meter is always attached, both
 /// as [`ToolOutcome::meter`] and as `structured["_meter"]`, for the transport's envelope.
 fn cancelled_outcome(name: &str, meter: serde_json::Value) -> ToolOutcome {
-    let chunk = PyValue::Object(
-        Object::new()
-            .with("status", "running")
-            .with("tool", name),
-    )
-    .dumps(Dialect::PY_ROW);
+    let chunk = PyValue::Object(Object::new().with("status", "running").with("tool", name))
+        .dumps(Dialect::PY_ROW);
     ToolOutcome {
         text: chunk.clone(),
         structured: Some(serde_json::json!({ "_meter": meter.clone() })),

@@ -171,9 +171,12 @@ mod tests {
 
     #[test]
     fn flag_wins_over_environment() {
-        assert_eq!(Tier::resolve(Some("core"), Some("all")), Ok(Tier::Core));
-        assert_eq!(Tier::resolve(Some("  "), Some("all")), Ok(Tier::All));
-        assert_eq!(Tier::resolve(None, None), Ok(Tier::Standard));
+        assert_eq!(
+            Tier::resolve(Some("core"), Some("all")).ok(),
+            Some(Tier::Core)
+        );
+        assert_eq!(Tier::resolve(Some("  "), Some("all")).ok(), Some(Tier::All));
+        assert_eq!(Tier::resolve(None, None).ok(), Some(Tier::Standard));
         assert!(Tier::resolve(None, Some("x")).is_err());
     }
 
@@ -190,7 +193,10 @@ mod tests {
         assert!(lineage_enabled(None, true));
         assert!(!lineage_enabled(None, false));
         assert!(lineage_enabled(Some("1"), false));
-        assert_eq!(Validation::from_setting(Some(" Permissive ")), Validation::Permissive);
+        assert_eq!(
+            Validation::from_setting(Some(" Permissive ")),
+            Validation::Permissive
+        );
         assert_eq!(Validation::from_setting(Some("strict")), Validation::Strict);
         assert_eq!(Validation::from_setting(None), Validation::Strict);
     }

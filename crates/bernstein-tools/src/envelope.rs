@@ -104,12 +104,15 @@ mod tests {
 
     #[test]
     fn envelope_matches_the_reference_layout() {
-        let text = envelope("{\n  \"live\": true\n}", &meter(1_796_004_330_922_350, 6.0644));
+        let text = envelope(
+            "{\n  \"live\": true\n}",
+            &meter(1_796_003_130_922_350, 6.0644),
+        );
         assert_eq!(
             text,
             r#"{"result": {"live": true}, "_meter": {"tool": "bernstein_status", "call_id": "0af4fa795b5c839a", "latency_ms": 6.064, "cost_usd": 0.0, "ok": true, "ts": "2026-11-30T01:45:30.922350Z"}}"#
         );
-        let raw = envelope("not json", &meter(1_796_004_330_000_000, 0.29));
+        let raw = envelope("not json", &meter(1_796_003_130_000_000, 0.29));
         assert!(raw.starts_with(r#"{"result": "not json", "#), "{raw}");
         assert!(raw.ends_with(r#""ts": "2026-11-30T01:45:30Z"}}"#), "{raw}");
     }

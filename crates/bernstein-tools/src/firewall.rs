@@ -108,13 +108,21 @@ impl Refusal {
 /// arguments before validating and never send them on).
 pub fn drop_nulls(arguments: Value) -> Value {
     match arguments {
-        Value::Object(map) => Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).collect())
+        }
         other => other,
     }
 }
 
-/// Runs the whole firewall for `tool` over `payload` (nulls already dropped).
-pub fn check(tool: &str, payload: &Value, schema: &jsonschema::Validator) -> Result<(), Refusal> {
+/// Runs the whole firewall for `tool` over `payload` (nulls already dropped); `schema` is the
+/// document `validator` was compiled from.
+pub fn check(
+    tool: &str,
+    payload: &Value,
+    validator: &jsonschema::Validator,
+    schema: &Value,
+) -> Result<(), Refusal> {
     let refuse = |message: &str, errors: Vec<Violation>| Refusal {
         tool: tool.to_owned(),
         code: INVALID_PARAMS,
@@ -131,7 +139,7 @@ pub fn check(tool: &str, payload: &Value, schema: &jsonschema::Validator) -> Res
     if !denied.is_empty() {
         return Err(refuse(DENY_MESSAGE, denied));
     }
-    let violations = schema_violations(payload, schema);
+    let violations = schema_violations(payload, validator, schema);
     if violations.is_empty() {
         Ok(())
     } else {
@@ -189,14 +197,12 @@ fn is_disallowed_control(c: char) -> bool {
 
 fn control_characters(value: &Value, path: &str, out: &mut Vec<Violation>) {
     match value {
-        Value::String(text) => {
-            if text.chars().any(is_disallowed_control) {
-                let path = if path.is_empty() { "/" } else { path };
-                out.push(Violation::new(
-                    path,
-                    "string contains disallowed control character",
-                ));
-            }
+        Value::String(text) if text.chars().any(is_disallowed_control) => {
+            let path = if path.is_empty() { "/" } else { path };
+            out.push(Violation::new(
+                path,
+                "string contains disallowed control character",
+            ));
         }
         Value::Object(map) => {
             for (key, item) in map {
@@ -244,17 +250,25 @@ fn pointer(components: &[Component]) -> String {
 }
 
 /// Every schema violation, sorted by path (stable, so violations at one path keep the
-/// validator's order).
-pub fn schema_violations(payload: &Value, schema: &jsonschema::Validator) -> Vec<Violation> {
-    let mut found: Vec<(Vec<Component>, String)> = schema
+/// validator's order). `schema` is the document `validator` was compiled from; it names the
+/// property a failed `dependencies` entry belongs to.
+pub fn schema_violations(
+    payload: &Value,
+    validator: &jsonschema::Validator,
+    schema: &Value,
+) -> Vec<Violation> {
+    let mut found: Vec<(Vec<Component>, String)> = validator
         .iter_errors(payload)
         .map(|error| {
             let path = components(error.instance_path());
-            let reason = python_message(
+            let owner = dependency_owner(
+                schema,
+                error.schema_path().as_str(),
                 error.kind(),
                 error.instance(),
-                error.schema_path().as_str(),
             );
+            let keyword = schema.pointer(error.schema_path().as_str());
+            let reason = python_message(error.kind(), error.instance(), owner.as_deref(), keyword);
             (path, reason)
         })
         .collect();
@@ -266,13 +280,29 @@ pub fn schema_violations(payload: &Value, schema: &jsonschema::Validator) -> Vec
 }
 
 /// The reason as Python's `jsonschema` (4.x) words it.
-fn python_message(kind: &ValidationErrorKind, instance: &Value, schema_path: &str) -> String {
+///
+/// `dependency_of` names the property a failed `dependencies` entry belongs to; `keyword` is
+/// the failing keyword's value in the schema, which keeps the declared order of a `type` list.
+fn python_message(
+    kind: &ValidationErrorKind,
+    instance: &Value,
+    dependency_of: Option<&str>,
+    keyword: Option<&Value>,
+) -> String {
     let it = python_repr(instance);
     match kind {
         ValidationErrorKind::Type { kind } => {
-            let names: Vec<String> = match kind {
-                TypeKind::Single(t) => vec![python_str_repr(&t.to_string())],
-                TypeKind::Multiple(set) => set
+            let declared: Option<Vec<String>> = keyword.and_then(Value::as_array).map(|types| {
+                types
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(python_str_repr)
+                    .collect()
+            });
+            let names: Vec<String> = match (declared, kind) {
+                (Some(declared), _) => declared,
+                (None, TypeKind::Single(t)) => vec![python_str_repr(&t.to_string())],
+                (None, TypeKind::Multiple(set)) => set
                     .iter()
                     .map(|t| python_str_repr(&t.to_string()))
                     .collect(),
@@ -318,8 +348,8 @@ fn python_message(kind: &ValidationErrorKind, instance: &Value, schema_path: &st
         }
         ValidationErrorKind::Required { property } => {
             let missing = python_repr(property);
-            match dependency_owner(schema_path) {
-                Some(owner) => format!("{missing} is a dependency of {}", python_str_repr(&owner)),
+            match dependency_of {
+                Some(owner) => format!("{missing} is a dependency of {}", python_str_repr(owner)),
                 None => format!("{missing} is a required property"),
             }
         }
@@ -347,24 +377,40 @@ fn python_message(kind: &ValidationErrorKind, instance: &Value, schema_path: &st
         }
         ValidationErrorKind::FalseSchema => format!("False schema does not allow {it}"),
         ValidationErrorKind::UniqueItems => format!("{it} has non-unique elements"),
-        ValidationErrorKind::MinProperties { .. } => format!("{it} does not have enough properties"),
+        ValidationErrorKind::MinProperties { .. } => {
+            format!("{it} does not have enough properties")
+        }
         ValidationErrorKind::MaxProperties { .. } => format!("{it} has too many properties"),
         other => format!("{it} failed the {} check", other.keyword()),
     }
 }
 
-/// The property whose `dependencies` entry failed, read from the schema path
-/// (`/dependencies/<property>/...`).
-fn dependency_owner(schema_path: &str) -> Option<String> {
-    let mut parts = schema_path.split('/');
-    while let Some(part) = parts.next() {
-        if part == "dependencies" {
-            return parts
-                .next()
-                .map(|p| p.replace("~1", "/").replace("~0", "~"));
-        }
-    }
-    None
+/// For a `required` failure raised by a `dependencies` keyword, the property whose dependency
+/// list names the missing one. The validator reports the `dependencies` keyword's location
+/// without the property, so it is found again in the schema: the first property, in schema
+/// order, that is present in the instance and lists the missing name.
+fn dependency_owner(
+    schema: &Value,
+    schema_path: &str,
+    kind: &ValidationErrorKind,
+    instance: &Value,
+) -> Option<String> {
+    let ValidationErrorKind::Required { property } = kind else {
+        return None;
+    };
+    let at = schema_path.rfind("/dependencies")?;
+    let parent = schema.pointer(&schema_path[..at])?;
+    let dependencies = parent.get("dependencies")?.as_object()?;
+    let present = instance.as_object()?;
+    dependencies
+        .iter()
+        .find(|(owner, needs)| {
+            present.contains_key(owner.as_str())
+                && needs
+                    .as_array()
+                    .is_some_and(|list| list.iter().any(|n| n == property))
+        })
+        .map(|(owner, _)| owner.clone())
 }
 
 /// Python's `repr(str)`.
@@ -454,7 +500,13 @@ pub(crate) fn to_serde(value: &PyValue) -> Value {
             .as_i64()
             .map(Value::from)
             .or_else(|| i.as_u64().map(Value::from))
-            .or_else(|| i.as_str().parse::<f64>().ok().and_then(serde_json::Number::from_f64).map(Value::Number))
+            .or_else(|| {
+                i.as_str()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+            })
             .unwrap_or(Value::Null),
         PyValue::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
         PyValue::Str(s) => Value::String(s.clone()),
@@ -532,7 +584,7 @@ mod tests {
         });
         let v = validator(&schema);
         let check = |payload: Value, expect: &[(&str, &str)]| {
-            let got: Vec<(String, String)> = schema_violations(&payload, &v)
+            let got: Vec<(String, String)> = schema_violations(&payload, &v, &schema)
                 .into_iter()
                 .map(|x| (x.path, x.reason))
                 .collect();
@@ -543,8 +595,17 @@ mod tests {
             assert_eq!(got, expect, "{payload}");
         };
         check(json!({"id": "ok"}), &[]);
-        check(json!({"id": ""}), &[("/id", "'' should be non-empty")]);
-        check(json!({"id": "A/b"}), &[("/id", "'A/b' does not match '^[a-z]+$'")]);
+        check(
+            json!({"id": ""}),
+            &[
+                ("/id", "'' should be non-empty"),
+                ("/id", "'' does not match '^[a-z]+$'"),
+            ],
+        );
+        check(
+            json!({"id": "A/b"}),
+            &[("/id", "'A/b' does not match '^[a-z]+$'")],
+        );
         check(
             json!({"id": "a", "n": 9, "scope": "huge"}),
             &[
@@ -555,7 +616,10 @@ mod tests {
         check(json!({}), &[("", "'id' is a required property")]);
         check(
             json!({"id": "a", "evil": 1}),
-            &[("", "Additional properties are not allowed ('evil' was unexpected)")],
+            &[(
+                "",
+                "Additional properties are not allowed ('evil' was unexpected)",
+            )],
         );
         check(
             json!({"id": "a", "reference": "x"}),
@@ -573,17 +637,21 @@ mod tests {
 
     #[test]
     fn the_whole_firewall_reports_in_order() {
-        let v = validator(&json!({"type": "object", "properties": {"a": {"type": "string"}}}));
-        let refusal = check("t", &json!([1]), &v).unwrap_err();
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let v = validator(&schema);
+        let refusal = check("t", &json!([1]), &v, &schema).unwrap_err();
         assert_eq!(refusal.message, NOT_OBJECT_MESSAGE);
         let big = "x".repeat(MAX_PAYLOAD_BYTES);
-        let refusal = check("t", &json!({ "a": big }), &v).unwrap_err();
+        let refusal = check("t", &json!({ "a": big }), &v, &schema).unwrap_err();
         assert_eq!(refusal.message, DENY_MESSAGE);
         assert_eq!(
             refusal.errors[0].reason,
-            format!("payload exceeds 65536 bytes (got {})", MAX_PAYLOAD_BYTES + 9)
+            format!(
+                "payload exceeds 65536 bytes (got {})",
+                MAX_PAYLOAD_BYTES + 9
+            )
         );
-        assert!(check("t", &json!({"a": "fine"}), &v).is_ok());
+        assert!(check("t", &json!({"a": "fine"}), &v, &schema).is_ok());
         assert_eq!(
             Refusal {
                 tool: "t".into(),

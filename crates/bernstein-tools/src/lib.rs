@@ -78,6 +78,57 @@ pub use outcome::ToolOutcome;
 pub use spec::{TaskSupport, ToolAnnotations, ToolSpec};
 pub use tools::skills::skill_index_text;
 
-/// The names the crate documentation lists as registered tools, for the docs test.
 #[cfg(test)]
-pub(crate) const DOC: &str = include_str!("lib.rs");
+mod tests {
+    use super::*;
+
+    /// The backticked names of the bullet list under `heading` in this file's crate docs: the
+    /// first name of each bullet, or with `all_before_arrow`, every name left of a `→`.
+    fn documented(heading: &str, all_before_arrow: bool) -> Vec<String> {
+        let docs: Vec<&str> = include_str!("lib.rs")
+            .lines()
+            .filter_map(|line| line.strip_prefix("//!"))
+            .map(str::trim)
+            .collect();
+        let start = docs
+            .iter()
+            .position(|line| line.starts_with(heading))
+            .expect("the heading is in the crate docs");
+        docs[start + 1..]
+            .iter()
+            .skip_while(|line| !line.starts_with("- "))
+            .take_while(|line| line.starts_with("- "))
+            .flat_map(|line| {
+                let before_arrow = line.split('→').next().unwrap_or_default();
+                let names = before_arrow
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_owned);
+                if all_before_arrow {
+                    names.collect::<Vec<_>>()
+                } else {
+                    names.take(1).collect()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn crate_docs_list_exactly_the_registered_tools() {
+        let everything = Catalogue::new(&ToolConfig {
+            tier: Tier::All,
+            ..ToolConfig::default()
+        })
+        .unwrap();
+        let tools: Vec<String> = everything.tools().iter().map(|t| t.name.clone()).collect();
+        assert_eq!(documented("In `tools/list` order", false), tools);
+        let aliases: Vec<String> = everything
+            .registered_names()
+            .iter()
+            .filter(|name| !tools.contains(name))
+            .cloned()
+            .collect();
+        assert_eq!(documented("Deprecated aliases", true), aliases);
+    }
+}

@@ -40,9 +40,11 @@ impl ToolOutcome {
     /// `None` when there is no structured content.
     pub fn structured_ordered(&self) -> Option<PyValue> {
         let structured = self.structured.as_ref()?;
-        let is_wrapper = structured
-            .as_object()
-            .is_some_and(|o| o.len() == 1 && o.get("result").is_some_and(|r| r.as_str() == Some(self.text.as_str())));
+        let is_wrapper = structured.as_object().is_some_and(|o| {
+            o.len() == 1
+                && o.get("result")
+                    .is_some_and(|r| r.as_str() == Some(self.text.as_str()))
+        });
         if is_wrapper {
             return Some(PyValue::Object(
                 bernstein_protocol::pyjson::Object::new().with("result", self.text.as_str()),

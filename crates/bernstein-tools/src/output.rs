@@ -44,16 +44,14 @@ pub(crate) fn run_handle_schema() -> Value {
             ("status", _) => {
                 let mut statuses: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
                 statuses.sort_unstable();
-                Value::Object(
-                    Object::new()
-                        .with("type", "string")
-                        .with("enum", statuses.into_iter().map(Value::from).collect::<Vec<_>>()),
-                )
+                Value::Object(Object::new().with("type", "string").with(
+                    "enum",
+                    statuses.into_iter().map(Value::from).collect::<Vec<_>>(),
+                ))
             }
-            ("progress", _) => Value::Object(Object::new().with(
-                "type",
-                vec![Value::from("object"), Value::from("null")],
-            )),
+            ("progress", _) => Value::Object(
+                Object::new().with("type", vec![Value::from("object"), Value::from("null")]),
+            ),
             (_, Value::Str(_)) => type_of("string"),
             (_, Value::Bool(_)) => type_of("boolean"),
             (_, Value::Int(_)) => type_of("integer"),
@@ -89,7 +87,11 @@ pub(crate) fn payload_schema(name: &str) -> Option<Value> {
             file(include_str!("output/status_outage.json")),
             tool_error(),
         ],
-        "bernstein_run_status" => vec![run_handle_schema(), administrative_run_status(), tool_error()],
+        "bernstein_run_status" => vec![
+            run_handle_schema(),
+            administrative_run_status(),
+            tool_error(),
+        ],
         "bernstein_subscribe" => vec![
             file(include_str!("output/subscribe_notified.json")),
             file(include_str!("output/subscribe_timed_out.json")),

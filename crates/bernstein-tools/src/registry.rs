@@ -37,7 +37,12 @@ pub(crate) struct AliasDef {
 /// The release the aliases are announced to disappear in (already past; they stay).
 pub(crate) const ALIAS_REMOVAL_RELEASE: &str = "v3.12.0";
 
-const fn hints(read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> ToolAnnotations {
+const fn hints(
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
+) -> ToolAnnotations {
     ToolAnnotations {
         read_only,
         destructive,

@@ -72,7 +72,10 @@ impl ToolSpec {
             entry.insert("title", title.as_str());
         }
         entry.insert("description", self.description.as_str());
-        entry.insert("inputSchema", PyValue::Object(self.ordered_input_schema.clone()));
+        entry.insert(
+            "inputSchema",
+            PyValue::Object(self.ordered_input_schema.clone()),
+        );
         if let Some(output) = &self.ordered_output_schema {
             entry.insert("outputSchema", output.clone());
         }

@@ -6,7 +6,9 @@ use std::path::Path;
 use bernstein_gate::shutdown::{STDIO_SIGNAL_CONTENT, WRITE_FAILURE_HINT, signal_sent};
 use bernstein_gate::{Workdir, shutdown::shutdown_signal_path_from};
 use bernstein_journal::audit::AuditChain;
-use bernstein_journal::capsule::{CapsuleRecord, read_capsule_record, task_capsule_body, verify_context_capsule};
+use bernstein_journal::capsule::{
+    CapsuleRecord, read_capsule_record, task_capsule_body, verify_context_capsule,
+};
 use bernstein_journal::lineage_log::{AgentCards, verify_lineage as verify_lineage_log};
 use bernstein_protocol::pyjson::{Object, Value};
 
@@ -45,7 +47,8 @@ pub(super) async fn task_capsule(ctx: &ToolContext, args: &Object) -> String {
     let base = std::fs::canonicalize(&base).unwrap_or(base);
     let verify = arg_bool(args, "verify").unwrap_or(false);
     let key = ctx.backend.audit_key().cloned();
-    let worked = tokio::task::spawn_blocking(move || capsule_body(&base, &task_id, verify, key)).await;
+    let worked =
+        tokio::task::spawn_blocking(move || capsule_body(&base, &task_id, verify, key)).await;
     match worked {
         Ok(text) => text,
         Err(e) => generic_error(e, "Context capsule not found"),

@@ -84,7 +84,12 @@ pub(crate) fn workdir_path(ctx: &ToolContext, workdir: &str) -> PathBuf {
 }
 
 /// Runs tool `name`.
-pub(crate) async fn run_tool(cat: &Catalogue, ctx: &ToolContext, name: &str, args: &Object) -> String {
+pub(crate) async fn run_tool(
+    cat: &Catalogue,
+    ctx: &ToolContext,
+    name: &str,
+    args: &Object,
+) -> String {
     match name {
         "bernstein_run" => query::run(ctx, args).await,
         "bernstein_status" => query::status(ctx, args).await,

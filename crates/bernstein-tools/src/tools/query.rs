@@ -9,7 +9,9 @@ use bernstein_journal::run_journal::{journal_barrier_message, load_journal, task
 use bernstein_protocol::pyjson::{Object, Value};
 use bernstein_tasks::remote::SubscribeOutcome;
 
-use super::{arg_bool, arg_i64, arg_str, generic_error, indent2, plain, trace, workdir_path, SERVER_HINT};
+use super::{
+    SERVER_HINT, arg_bool, arg_i64, arg_str, generic_error, indent2, plain, trace, workdir_path,
+};
 use crate::catalogue::Catalogue;
 use crate::context::{ProgressTick, ToolContext};
 use crate::error::Error;
@@ -78,11 +80,22 @@ pub(super) async fn run(ctx: &ToolContext, args: &Object) -> String {
     let goal = arg_str(args, "goal").unwrap_or("");
     let parent = arg_str(args, "parent_task_id");
     if template == "administrative" {
-        let goal = if goal.is_empty() { "Administrative run" } else { goal };
+        let goal = if goal.is_empty() {
+            "Administrative run"
+        } else {
+            goal
+        };
         if parent.is_some() {
-            return generic_error("Administrative runs cannot have parent_task_id", SERVER_HINT);
+            return generic_error(
+                "Administrative runs cannot have parent_task_id",
+                SERVER_HINT,
+            );
         }
-        return match ctx.backend.create_administrative_run(goal, &trace(ctx)).await {
+        return match ctx
+            .backend
+            .create_administrative_run(goal, &trace(ctx))
+            .await
+        {
             Ok(Value::Object(run)) => indent2(run),
             Ok(_) => generic_error(
                 Error::UnexpectedAnswer("the administrative run is not a JSON object".to_owned()),
@@ -280,7 +293,9 @@ pub(super) async fn run_status(
         Ok(Err(Projection::Barrier(message))) => {
             return generic_error(message, "run_id must be a plain run identifier");
         }
-        Ok(Err(Projection::Failed(message))) => return generic_error(message, "Run journal not found"),
+        Ok(Err(Projection::Failed(message))) => {
+            return generic_error(message, "Run journal not found");
+        }
         Err(join) => return generic_error(join, "Run journal not found"),
     };
     if ticks {
@@ -297,15 +312,22 @@ enum Projection {
 /// Resolves the polled id and projects the handle from the run journal and the audit-chain
 /// head (the keyless reading of the newest segment, as the reference embeds it).
 fn project(base: &std::path::Path, run_id: &str) -> Result<(RunHandle, String), Projection> {
-    let resolved = resolve_run_journal(base, run_id).map_err(|e| {
-        match journal_barrier_message(run_id, &e) {
-            Some(message) => Projection::Barrier(message),
-            None => Projection::Failed(e.to_string()),
-        }
-    })?;
-    let loaded = load_journal(&resolved.journal_path).map_err(|e| Projection::Failed(e.to_string()))?;
+    let resolved =
+        resolve_run_journal(base, run_id).map_err(|e| {
+            match journal_barrier_message(run_id, &e) {
+                Some(message) => Projection::Barrier(message),
+                None => Projection::Failed(e.to_string()),
+            }
+        })?;
+    let loaded =
+        load_journal(&resolved.journal_path).map_err(|e| Projection::Failed(e.to_string()))?;
     let chain_head = keyless_newest_segment_head(&base.join(".sdd").join("audit"));
-    let handle = RunHandle::from_journal(&resolved.run_id, &resolved.run_id, &loaded.rows, &chain_head);
+    let handle = RunHandle::from_journal(
+        &resolved.run_id,
+        &resolved.run_id,
+        &loaded.rows,
+        &chain_head,
+    );
     Ok((handle, resolved.run_id))
 }
 
@@ -333,7 +355,10 @@ async fn maybe_tick(cat: &Catalogue, ctx: &ToolContext, base: &std::path::Path, 
             return;
         }
     };
-    let mut last = cat.ticks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut last = cat
+        .ticks
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if !vector.should_emit_after(last.get(resolved)) {
         return;
     }

@@ -66,10 +66,38 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["security", "maintenance", "schedule", "dependencies"],
         version: "1.0",
         steps: &[
-            step("List every dependency", "Produce the full list of direct and transitive dependencies with their pinned versions and licences", "security", 1, "small", "low"),
-            step("Check dependencies against advisories", "Match every listed dependency against the public vulnerability advisories and rate each hit by exploitability in this project", "security", 1, "medium", "medium"),
-            step("Plan upgrades", "For each affected dependency propose the smallest safe upgrade and note any breaking change it brings", "backend", 1, "medium", "medium"),
-            step("File follow-up issues", "Open one issue per finding that the upgrades do not resolve, with severity and a suggested owner", "devops", 2, "small", "low"),
+            step(
+                "List every dependency",
+                "Produce the full list of direct and transitive dependencies with their pinned versions and licences",
+                "security",
+                1,
+                "small",
+                "low",
+            ),
+            step(
+                "Check dependencies against advisories",
+                "Match every listed dependency against the public vulnerability advisories and rate each hit by exploitability in this project",
+                "security",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Plan upgrades",
+                "For each affected dependency propose the smallest safe upgrade and note any breaking change it brings",
+                "backend",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "File follow-up issues",
+                "Open one issue per finding that the upgrades do not resolve, with severity and a suggested owner",
+                "devops",
+                2,
+                "small",
+                "low",
+            ),
         ],
     },
     Scenario {
@@ -79,9 +107,30 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["deploy", "verify", "ci", "api"],
         version: "1.0",
         steps: &[
-            step("Smoke-test the API", "Call every public endpoint once with a known-good request and check status codes and response shapes", "qa", 1, "medium", "medium"),
-            step("Scan error logs", "Read the service logs since the deployment and report new error kinds and their counts", "devops", 1, "small", "low"),
-            step("Compare performance with the baseline", "Measure latency of the main endpoints and compare with the last recorded baseline", "backend", 1, "small", "low"),
+            step(
+                "Smoke-test the API",
+                "Call every public endpoint once with a known-good request and check status codes and response shapes",
+                "qa",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Scan error logs",
+                "Read the service logs since the deployment and report new error kinds and their counts",
+                "devops",
+                1,
+                "small",
+                "low",
+            ),
+            step(
+                "Compare performance with the baseline",
+                "Measure latency of the main endpoints and compare with the last recorded baseline",
+                "backend",
+                1,
+                "small",
+                "low",
+            ),
         ],
     },
     Scenario {
@@ -91,9 +140,30 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["docs", "maintenance", "schedule", "quality"],
         version: "1.0",
         steps: &[
-            step("Find documentation drift", "Compare the public interface of the code with the README and docs folder and list missing, stale or contradictory statements", "docs", 1, "medium", "medium"),
-            step("Update the API reference", "Bring the API reference in line with changed signatures and remove entries for removed symbols", "docs", 1, "medium", "medium"),
-            step("Check quickstart and examples", "Run the quickstart commands and example snippets and fix the ones that no longer work", "docs", 2, "small", "low"),
+            step(
+                "Find documentation drift",
+                "Compare the public interface of the code with the README and docs folder and list missing, stale or contradictory statements",
+                "docs",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Update the API reference",
+                "Bring the API reference in line with changed signatures and remove entries for removed symbols",
+                "docs",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Check quickstart and examples",
+                "Run the quickstart commands and example snippets and fix the ones that no longer work",
+                "docs",
+                2,
+                "small",
+                "low",
+            ),
         ],
     },
     Scenario {
@@ -103,10 +173,38 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["planning", "github", "decomposition", "issues"],
         version: "1.0",
         steps: &[
-            step("Understand the issue", "Read the issue and the code it concerns; write down the scope, the constraints and open questions", "architect", 1, "medium", "medium"),
-            step("Design the approach", "Choose an implementation approach, name the modules it changes and the contracts between them", "architect", 1, "medium", "high"),
-            step("Break the work into tasks", "Write one task per owned module with acceptance criteria and explicit dependencies", "manager", 1, "small", "medium"),
-            step("Note risks and rollback", "List what could go wrong in production and how each change would be rolled back", "backend", 2, "small", "medium"),
+            step(
+                "Understand the issue",
+                "Read the issue and the code it concerns; write down the scope, the constraints and open questions",
+                "architect",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Design the approach",
+                "Choose an implementation approach, name the modules it changes and the contracts between them",
+                "architect",
+                1,
+                "medium",
+                "high",
+            ),
+            step(
+                "Break the work into tasks",
+                "Write one task per owned module with acceptance criteria and explicit dependencies",
+                "manager",
+                1,
+                "small",
+                "medium",
+            ),
+            step(
+                "Note risks and rollback",
+                "List what could go wrong in production and how each change would be rolled back",
+                "backend",
+                2,
+                "small",
+                "medium",
+            ),
         ],
     },
     Scenario {
@@ -116,9 +214,30 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["maintenance", "ci", "cleanup", "schedule"],
         version: "1.0",
         steps: &[
-            step("Check dependency security", "Check the dependencies against new advisories published since the last run", "security", 1, "medium", "medium"),
-            step("Fix lint and formatting", "Apply the formatter and fix the linter findings that do not change behaviour", "backend", 1, "small", "low"),
-            step("Clean up stale branches", "List branches merged or untouched for a long time and delete the merged ones", "devops", 2, "small", "low"),
+            step(
+                "Check dependency security",
+                "Check the dependencies against new advisories published since the last run",
+                "security",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Fix lint and formatting",
+                "Apply the formatter and fix the linter findings that do not change behaviour",
+                "backend",
+                1,
+                "small",
+                "low",
+            ),
+            step(
+                "Clean up stale branches",
+                "List branches merged or untouched for a long time and delete the merged ones",
+                "devops",
+                2,
+                "small",
+                "low",
+            ),
         ],
     },
     Scenario {
@@ -128,10 +247,38 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["review", "ci", "quality", "github"],
         version: "1.0",
         steps: &[
-            step("Review security", "Look for injection, access-control and secret-handling problems introduced by the change", "security", 1, "medium", "medium"),
-            step("Review performance", "Look for slow paths, unbounded work and needless allocations introduced by the change", "backend", 1, "medium", "medium"),
-            step("Review style and conventions", "Check naming, structure and documentation against the project's conventions", "reviewer", 1, "small", "low"),
-            step("Analyse test coverage", "Check that the tests exercise the changed behaviour and list what is untested", "qa", 2, "small", "low"),
+            step(
+                "Review security",
+                "Look for injection, access-control and secret-handling problems introduced by the change",
+                "security",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Review performance",
+                "Look for slow paths, unbounded work and needless allocations introduced by the change",
+                "backend",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Review style and conventions",
+                "Check naming, structure and documentation against the project's conventions",
+                "reviewer",
+                1,
+                "small",
+                "low",
+            ),
+            step(
+                "Analyse test coverage",
+                "Check that the tests exercise the changed behaviour and list what is untested",
+                "qa",
+                2,
+                "small",
+                "low",
+            ),
         ],
     },
     Scenario {
@@ -141,10 +288,38 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["review", "security", "ci", "github", "sast"],
         version: "1.0",
         steps: &[
-            step("Static analysis of changed files", "Run static security analysis on the changed files and triage every finding", "security", 1, "medium", "high"),
-            step("Review authentication and authorisation", "Trace every changed entry point and confirm who may call it and how that is enforced", "security", 1, "medium", "high"),
-            step("Audit new dependencies", "Check dependencies added or upgraded by the change against known advisories", "security", 1, "small", "medium"),
-            step("Scan for secrets and personal data", "Search the change for credentials, tokens and personal data that must not be committed or logged", "security", 1, "small", "medium"),
+            step(
+                "Static analysis of changed files",
+                "Run static security analysis on the changed files and triage every finding",
+                "security",
+                1,
+                "medium",
+                "high",
+            ),
+            step(
+                "Review authentication and authorisation",
+                "Trace every changed entry point and confirm who may call it and how that is enforced",
+                "security",
+                1,
+                "medium",
+                "high",
+            ),
+            step(
+                "Audit new dependencies",
+                "Check dependencies added or upgraded by the change against known advisories",
+                "security",
+                1,
+                "small",
+                "medium",
+            ),
+            step(
+                "Scan for secrets and personal data",
+                "Search the change for credentials, tokens and personal data that must not be committed or logged",
+                "security",
+                1,
+                "small",
+                "medium",
+            ),
         ],
     },
     Scenario {
@@ -154,9 +329,30 @@ pub(crate) const SCENARIOS: [Scenario; 8] = [
         tags: &["qa", "coverage", "maintenance", "tests"],
         version: "1.0",
         steps: &[
-            step("Find untested code", "Measure coverage and rank uncovered code by how much behaviour it carries", "qa", 1, "medium", "medium"),
-            step("Write tests for the main gaps", "Add unit tests for the highest-ranked gaps, one behaviour per test", "qa", 1, "medium", "medium"),
-            step("Check the new tests are deterministic", "Run the new tests repeatedly and in random order and fix any that are flaky", "qa", 1, "small", "low"),
+            step(
+                "Find untested code",
+                "Measure coverage and rank uncovered code by how much behaviour it carries",
+                "qa",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Write tests for the main gaps",
+                "Add unit tests for the highest-ranked gaps, one behaviour per test",
+                "qa",
+                1,
+                "medium",
+                "medium",
+            ),
+            step(
+                "Check the new tests are deterministic",
+                "Run the new tests repeatedly and in random order and fix any that are flaky",
+                "qa",
+                1,
+                "small",
+                "low",
+            ),
         ],
     },
 ];
@@ -170,7 +366,11 @@ fn summary(scenario: &Scenario) -> Value {
             .with("description", scenario.description)
             .with(
                 "tags",
-                scenario.tags.iter().map(|t| Value::from(*t)).collect::<Vec<_>>(),
+                scenario
+                    .tags
+                    .iter()
+                    .map(|t| Value::from(*t))
+                    .collect::<Vec<_>>(),
             )
             .with("task_count", scenario.steps.len())
             .with(
@@ -276,7 +476,11 @@ async fn run(ctx: &ToolContext, args: &Object) -> String {
         // answer lists the tasks that exist.
         match ctx.backend.create_task(&body, &trace).await {
             Ok(row) => {
-                if let Some(id) = row.get("id").and_then(Value::as_str).filter(|i| !i.is_empty()) {
+                if let Some(id) = row
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|i| !i.is_empty())
+                {
                     task_ids.push(id.to_owned());
                 }
             }
@@ -300,7 +504,10 @@ async fn run(ctx: &ToolContext, args: &Object) -> String {
         .with("estimated_minutes", estimate_minutes(scenario))
         .with(
             "task_ids",
-            task_ids.iter().map(|i| Value::from(i.as_str())).collect::<Vec<_>>(),
+            task_ids
+                .iter()
+                .map(|i| Value::from(i.as_str()))
+                .collect::<Vec<_>>(),
         )
         .with("tasks", tasks);
     if let Some(first) = task_ids.first() {

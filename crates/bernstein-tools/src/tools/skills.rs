@@ -45,15 +45,40 @@ pub(crate) const SKILLS: [Skill; 16] = [
         name: "architect",
         description: "System design: module boundaries, API contracts, decision records.",
         body: include_str!("../../skills/architect/SKILL.md"),
-        references: &[("adr-template.md", include_str!("../../skills/architect/references/adr-template.md")), ("decomposition-principles.md", include_str!("../../skills/architect/references/decomposition-principles.md")), ],
+        references: &[
+            (
+                "adr-template.md",
+                include_str!("../../skills/architect/references/adr-template.md"),
+            ),
+            (
+                "decomposition-principles.md",
+                include_str!("../../skills/architect/references/decomposition-principles.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
         name: "backend",
         description: "Server code: APIs, async work, strict typing.",
         body: include_str!("../../skills/backend/SKILL.md"),
-        references: &[("python-conventions.md", include_str!("../../skills/backend/references/python-conventions.md")), ("test-patterns.md", include_str!("../../skills/backend/references/test-patterns.md")), ("error-handling.md", include_str!("../../skills/backend/references/error-handling.md")), ],
-        scripts: &[("lint.sh", include_str!("../../skills/backend/scripts/lint.sh")), ],
+        references: &[
+            (
+                "python-conventions.md",
+                include_str!("../../skills/backend/references/python-conventions.md"),
+            ),
+            (
+                "test-patterns.md",
+                include_str!("../../skills/backend/references/test-patterns.md"),
+            ),
+            (
+                "error-handling.md",
+                include_str!("../../skills/backend/references/error-handling.md"),
+            ),
+        ],
+        scripts: &[(
+            "lint.sh",
+            include_str!("../../skills/backend/scripts/lint.sh"),
+        )],
     },
     Skill {
         name: "ci-fixer",
@@ -66,28 +91,64 @@ pub(crate) const SKILLS: [Skill; 16] = [
         name: "devops",
         description: "Operations: containers, CI/CD, infrastructure, monitoring.",
         body: include_str!("../../skills/devops/SKILL.md"),
-        references: &[("ci-patterns.md", include_str!("../../skills/devops/references/ci-patterns.md")), ("docker-practices.md", include_str!("../../skills/devops/references/docker-practices.md")), ],
+        references: &[
+            (
+                "ci-patterns.md",
+                include_str!("../../skills/devops/references/ci-patterns.md"),
+            ),
+            (
+                "docker-practices.md",
+                include_str!("../../skills/devops/references/docker-practices.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
         name: "frontend",
         description: "Web UI: components, state, accessibility.",
         body: include_str!("../../skills/frontend/SKILL.md"),
-        references: &[("a11y.md", include_str!("../../skills/frontend/references/a11y.md")), ("state-management.md", include_str!("../../skills/frontend/references/state-management.md")), ],
+        references: &[
+            (
+                "a11y.md",
+                include_str!("../../skills/frontend/references/a11y.md"),
+            ),
+            (
+                "state-management.md",
+                include_str!("../../skills/frontend/references/state-management.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
         name: "manager",
         description: "Planning: break goals into tasks on the task server.",
         body: include_str!("../../skills/manager/SKILL.md"),
-        references: &[("planning-rules.md", include_str!("../../skills/manager/references/planning-rules.md")), ("task-api.md", include_str!("../../skills/manager/references/task-api.md")), ],
+        references: &[
+            (
+                "planning-rules.md",
+                include_str!("../../skills/manager/references/planning-rules.md"),
+            ),
+            (
+                "task-api.md",
+                include_str!("../../skills/manager/references/task-api.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
         name: "ml-engineer",
         description: "Machine learning: training, inference, embeddings, evaluation.",
         body: include_str!("../../skills/ml-engineer/SKILL.md"),
-        references: &[("evaluation.md", include_str!("../../skills/ml-engineer/references/evaluation.md")), ("reproducibility.md", include_str!("../../skills/ml-engineer/references/reproducibility.md")), ],
+        references: &[
+            (
+                "evaluation.md",
+                include_str!("../../skills/ml-engineer/references/evaluation.md"),
+            ),
+            (
+                "reproducibility.md",
+                include_str!("../../skills/ml-engineer/references/reproducibility.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
@@ -101,7 +162,16 @@ pub(crate) const SKILLS: [Skill; 16] = [
         name: "qa",
         description: "Tests: suites, edge cases, regressions.",
         body: include_str!("../../skills/qa/SKILL.md"),
-        references: &[("edge-cases.md", include_str!("../../skills/qa/references/edge-cases.md")), ("test-strategy.md", include_str!("../../skills/qa/references/test-strategy.md")), ],
+        references: &[
+            (
+                "edge-cases.md",
+                include_str!("../../skills/qa/references/edge-cases.md"),
+            ),
+            (
+                "test-strategy.md",
+                include_str!("../../skills/qa/references/test-strategy.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
@@ -115,21 +185,52 @@ pub(crate) const SKILLS: [Skill; 16] = [
         name: "retrieval",
         description: "Retrieval: vector stores, embeddings, hybrid search, reranking.",
         body: include_str!("../../skills/retrieval/SKILL.md"),
-        references: &[("chunking.md", include_str!("../../skills/retrieval/references/chunking.md")), ("hybrid-search.md", include_str!("../../skills/retrieval/references/hybrid-search.md")), ],
+        references: &[
+            (
+                "chunking.md",
+                include_str!("../../skills/retrieval/references/chunking.md"),
+            ),
+            (
+                "hybrid-search.md",
+                include_str!("../../skills/retrieval/references/hybrid-search.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
         name: "reviewer",
         description: "Code review: correctness, tests, readiness to merge.",
         body: include_str!("../../skills/reviewer/SKILL.md"),
-        references: &[("review-rubric.md", include_str!("../../skills/reviewer/references/review-rubric.md")), ("feedback-tone.md", include_str!("../../skills/reviewer/references/feedback-tone.md")), ],
+        references: &[
+            (
+                "review-rubric.md",
+                include_str!("../../skills/reviewer/references/review-rubric.md"),
+            ),
+            (
+                "feedback-tone.md",
+                include_str!("../../skills/reviewer/references/feedback-tone.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
         name: "security",
         description: "Security review: common weaknesses, auth, secrets, input validation.",
         body: include_str!("../../skills/security/SKILL.md"),
-        references: &[("owasp-top-10.md", include_str!("../../skills/security/references/owasp-top-10.md")), ("auth-checklist.md", include_str!("../../skills/security/references/auth-checklist.md")), ("secrets-handling.md", include_str!("../../skills/security/references/secrets-handling.md")), ],
+        references: &[
+            (
+                "owasp-top-10.md",
+                include_str!("../../skills/security/references/owasp-top-10.md"),
+            ),
+            (
+                "auth-checklist.md",
+                include_str!("../../skills/security/references/auth-checklist.md"),
+            ),
+            (
+                "secrets-handling.md",
+                include_str!("../../skills/security/references/secrets-handling.md"),
+            ),
+        ],
         scripts: &[],
     },
     Skill {
@@ -143,7 +244,16 @@ pub(crate) const SKILLS: [Skill; 16] = [
         name: "vp",
         description: "Cross-team coordination: resolve conflicts, decide pivots.",
         body: include_str!("../../skills/vp/SKILL.md"),
-        references: &[("cell-decomposition.md", include_str!("../../skills/vp/references/cell-decomposition.md")), ("pivot-evaluation.md", include_str!("../../skills/vp/references/pivot-evaluation.md")), ],
+        references: &[
+            (
+                "cell-decomposition.md",
+                include_str!("../../skills/vp/references/cell-decomposition.md"),
+            ),
+            (
+                "pivot-evaluation.md",
+                include_str!("../../skills/vp/references/pivot-evaluation.md"),
+            ),
+        ],
         scripts: &[],
     },
 ];
@@ -212,9 +322,14 @@ pub(crate) fn load_skill_tool(args: &Object) -> String {
                 ),
         );
     };
-    let (reference_content, reference_error) =
-        fetch(skill.references, name, "reference", arg_str(args, "reference"));
-    let (script_content, script_error) = fetch(skill.scripts, name, "script", arg_str(args, "script"));
+    let (reference_content, reference_error) = fetch(
+        skill.references,
+        name,
+        "reference",
+        arg_str(args, "reference"),
+    );
+    let (script_content, script_error) =
+        fetch(skill.scripts, name, "script", arg_str(args, "script"));
     indent2(
         Object::new()
             .with("name", skill.name)

@@ -1,11 +1,13 @@
 //! The worker loop and the task verbs: claim, create, post a message, post an artifact, cancel,
 //! approve, complete.
 
-use bernstein_gate::approval::{approval_granted, approval_refusal, completion_done, completion_refusal};
+use bernstein_gate::approval::{
+    approval_granted, approval_refusal, completion_done, completion_refusal,
+};
 use bernstein_gate::cancel::{cancelled, not_cancellable, unknown_task};
 use bernstein_protocol::pyjson::{Object, Value};
 
-use super::{arg_i64, arg_str, generic_error, indent2, trace, SERVER_HINT};
+use super::{SERVER_HINT, arg_i64, arg_str, generic_error, indent2, trace};
 use crate::backend::{CancelAnswer, GateAnswer};
 use crate::context::ToolContext;
 
@@ -37,7 +39,13 @@ pub(super) async fn claim(ctx: &ToolContext, args: &Object) -> String {
     copy_present(
         args,
         &mut body,
-        &["role", "project", "capability", "max_attempts", "claimer_card_fingerprint"],
+        &[
+            "role",
+            "project",
+            "capability",
+            "max_attempts",
+            "claimer_card_fingerprint",
+        ],
     );
     answer(ctx.backend.claim_receipt(&body).await)
 }
