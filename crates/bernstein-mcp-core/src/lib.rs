@@ -1,11 +1,51 @@
 //! `bernstein-mcp-core`: the one MCP dispatcher.
 //!
 //! This crate owns the request dispatcher every transport calls (initialize and discovery,
-//! tools, prompts, resources, the Tasks extension, cancellation by request id) and the builder a
-//! Rust host uses to embed it (workdir, backend, tier, meter, aliases, anchoring run id).
+//! tools, prompts, resources, the Tasks extension, cancellation by request id), the builder a
+//! Rust host uses to embed it (workdir, backend, tool configuration, anchoring run), and call
+//! anchoring: every served `tools/call` is recorded in a run journal and the audit chain before
+//! it runs, so the call order of a run can be proven from the chain alone.
 //!
-//! It keeps no per-connection state that a response depends on: every request is served from its
-//! body and per-request `_meta`, so transports only frame. It must not know about stdio, sockets
-//! or HTTP.
+//! ```no_run
+//! # async fn demo(key: bernstein_journal::key::AuditKey) -> Result<(), bernstein_mcp_core::Error> {
+//! use std::sync::Arc;
+//! use bernstein_mcp_core::{CallScope, DiscardNotifications, Dispatcher};
 //!
-//! The crate is filled by the MCP-surface issue; until then it only states its boundary.
+//! let dispatcher = Dispatcher::builder("/path/to/project").audit_key(key).build()?;
+//! let scope = CallScope::new();
+//! let reply = dispatcher
+//!     .handle_text(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, &scope, Arc::new(DiscardNotifications))
+//!     .await;
+//! # let _ = reply;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! It keeps no per-connection state that a response depends on: every request is served from
+//! its body and per-request `_meta`, so transports only frame. It knows nothing of stdio,
+//! sockets or HTTP. Model types (protocol versions, per-request `_meta`, prompts, tasks) come
+//! from `rmcp`; its service loop is not used (see `docs/ARCHITECTURE.md`).
+
+pub mod anchor;
+pub mod card;
+mod convert;
+mod dispatcher;
+mod error;
+pub mod ids;
+pub mod instructions;
+pub mod jsonrpc;
+pub mod prompts;
+mod scope;
+mod tasks;
+
+pub use anchor::{
+    Anchor, AnchoredCall, CallOrder, OrderProblem, RecordedCall, reconstruct_call_order,
+};
+pub use card::{AuthPosture, ServerIdentity, TransportInfo};
+pub use dispatcher::{
+    Accepted, BackendChoice, CAPABILITY_URI, DEFAULT_ANCHOR_RUN_ID, Dispatcher, DispatcherBuilder,
+    SKILL_INDEX_URI,
+};
+pub use error::{Error, Result};
+pub use scope::{CallScope, DiscardNotifications, NotificationSink};
+pub use tasks::{TASK_LIST_PAGE, TASK_POLL_INTERVAL_MS, TASK_TTL_MS};

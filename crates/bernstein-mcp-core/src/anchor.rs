@@ -1,0 +1,493 @@
+//! Anchoring: every served `tools/call` becomes an ordered `mcp.stateless_call` row in the
+//! anchoring run's journal and a matching audit-chain entry, before the call runs.
+//!
+//! There is no session to remember call order, so the order lives in the evidence:
+//!
+//! 1. Under the run journal's exclusive lock, the call index is the number of
+//!    `mcp.stateless_call` rows already in the journal, so several server processes sharing
+//!    one project produce one gap-free order. A `baggage` member `mcp.call_index=<n>` that
+//!    disagrees refuses the call (nothing is written).
+//! 2. The trace and span ids are content-derived ([`crate::ids`]): the trace from the run id,
+//!    the span from the request content (params without `_meta`) and the call index. A
+//!    well-formed client `traceparent` wins over both.
+//! 3. The row `{method, call_index, trace_id, span_id}` is appended and fsynced, then the audit
+//!    entry (`mcp.stateless_call`, actor `mcp_stateless_core`, resource the span id, details
+//!    `{run_id, method, call_index, trace_id, span_id, journal_head, cache_content_hash}` plus the
+//!    chain's `prev_chain_digest`) is appended and fsynced (FORMATS §2.6).
+//!
+//! [`reconstruct_call_order`] reads the order back from the audit chain alone.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bernstein_journal::audit::{self, AuditChain, AuditEvent, Finding, Tear, VerifyReport};
+use bernstein_journal::key::AuditKey;
+use bernstein_journal::run_journal::{HashProfile, JournalWriter, validate_run_id};
+use bernstein_protocol::pyjson::{Object, Value as PyValue};
+use serde_json::Value as JsonValue;
+
+use crate::error::{Error, Result};
+use crate::ids::{
+    baggage_call_index, params_content_hash, parse_traceparent, span_id_for_call, trace_id_for_run,
+};
+
+/// The journal event and audit event type of an anchored call.
+pub const STATELESS_CALL_EVENT: &str = "mcp.stateless_call";
+/// The audit actor of an anchored call.
+pub const ANCHOR_ACTOR: &str = "mcp_stateless_core";
+/// The audit resource type of an anchored call.
+pub const ANCHOR_RESOURCE_TYPE: &str = "mcp_stateless_call";
+
+/// What anchoring one call wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnchoredCall {
+    /// The anchoring run.
+    pub run_id: String,
+    /// The call's position in the run's MCP call order (0-based).
+    pub call_index: u64,
+    /// The W3C trace id (32 hex).
+    pub trace_id: String,
+    /// The W3C span id (16 hex); also the call's `_meter.call_id`.
+    pub span_id: String,
+    /// The run journal's head after the row was appended.
+    pub journal_head: String,
+    /// The audit entry's `hmac`, the chain head after the entry was appended.
+    pub chain_head: String,
+}
+
+/// The anchoring run of a dispatcher: its journal writer and the audit chain.
+#[derive(Debug)]
+pub struct Anchor {
+    run_id: String,
+    audit: AuditChain,
+    // One writer per dispatcher: `elapsed_s` in the rows then counts from the server's start,
+    // as the reference's long-lived journal object does.
+    writer: Mutex<JournalWriter>,
+}
+
+impl Anchor {
+    /// Anchors calls into `<project_root>/.sdd/runs/<run_id>/journal.jsonl` and the chain in
+    /// `<project_root>/.sdd/audit`, authenticated with `key`. Nothing is written until the first
+    /// call.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Journal`] when `run_id` cannot name a journal inside the project.
+    pub fn open(project_root: &Path, run_id: &str, key: AuditKey) -> Result<Anchor> {
+        validate_run_id(run_id)?;
+        let writer = JournalWriter::open(project_root, run_id, HashProfile::PyJsonV1)?;
+        Ok(Anchor {
+            run_id: run_id.to_owned(),
+            audit: AuditChain::open(project_root.join(".sdd").join("audit"), key),
+            writer: Mutex::new(writer),
+        })
+    }
+
+    /// The anchoring run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The audit chain calls are anchored in.
+    pub fn audit_chain(&self) -> &AuditChain {
+        &self.audit
+    }
+
+    /// Anchors one call of `method` with `params` (including `_meta`, which is read for
+    /// `traceparent` and `baggage` and left out of the content hash). Blocks on file locks and
+    /// fsync; async callers use [`Anchor::anchor_blocking`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CallIndexClaim`] when a baggage claim disagrees (nothing is written);
+    /// [`Error::Journal`] when the journal or the chain cannot be appended to.
+    pub fn anchor(&self, method: &str, params: Option<&JsonValue>) -> Result<AnchoredCall> {
+        let meta = params.and_then(|p| p.get("_meta"));
+        let meta_str = |key: &str| meta.and_then(|m| m.get(key)).and_then(JsonValue::as_str);
+        let traceparent = meta_str("traceparent").and_then(parse_traceparent);
+        let claim = meta_str("baggage").and_then(baggage_call_index);
+        let content_hash = params_content_hash(method, params);
+
+        let mut refusal = None;
+        let mut ids = None;
+        let appended = {
+            // A poisoned lock only means another call panicked mid-append; the journal itself
+            // is re-read under its file lock, so the writer is still sound to use.
+            let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            writer.append_with(STATELESS_CALL_EVENT, |rows| {
+                let call_index = rows
+                    .iter()
+                    .filter(|row| {
+                        row.get("event").and_then(PyValue::as_str) == Some(STATELESS_CALL_EVENT)
+                    })
+                    .count() as u64;
+                match &claim {
+                    Some(Ok(claimed)) if *claimed == call_index => {}
+                    Some(Ok(claimed)) => {
+                        refusal = Some((claimed.to_string(), call_index));
+                        return None;
+                    }
+                    Some(Err(text)) => {
+                        refusal = Some((text.clone(), call_index));
+                        return None;
+                    }
+                    None => {}
+                }
+                let (trace_id, span_id) = match &traceparent {
+                    Some(parent) => (parent.trace_id.clone(), parent.parent_id.clone()),
+                    None => (
+                        trace_id_for_run(&self.run_id),
+                        span_id_for_call(&content_hash, call_index),
+                    ),
+                };
+                let payload = Object::new()
+                    .with("method", method)
+                    .with("call_index", call_index)
+                    .with("trace_id", trace_id.as_str())
+                    .with("span_id", span_id.as_str());
+                ids = Some((call_index, trace_id, span_id));
+                Some(payload)
+            })?
+        };
+        let (row, (call_index, trace_id, span_id)) = match (appended, ids) {
+            (Some(row), Some(ids)) => (row, ids),
+            _ => {
+                let (claimed, actual) = refusal.unwrap_or_default();
+                return Err(Error::CallIndexClaim {
+                    claimed,
+                    actual,
+                    run_id: self.run_id.clone(),
+                });
+            }
+        };
+        let details = Object::new()
+            .with("run_id", self.run_id.as_str())
+            .with("method", method)
+            .with("call_index", call_index)
+            .with("trace_id", trace_id.as_str())
+            .with("span_id", span_id.as_str())
+            .with("journal_head", row.event_hash.as_str())
+            .with("cache_content_hash", "");
+        let record = self.audit.append(&AuditEvent::new(
+            STATELESS_CALL_EVENT,
+            ANCHOR_ACTOR,
+            ANCHOR_RESOURCE_TYPE,
+            span_id.as_str(),
+            details,
+        ))?;
+        Ok(AnchoredCall {
+            run_id: self.run_id.clone(),
+            call_index,
+            trace_id,
+            span_id,
+            journal_head: row.event_hash,
+            chain_head: record.hmac,
+        })
+    }
+
+    /// [`Anchor::anchor`] on the blocking thread pool, so file locks and fsync never stall the
+    /// async workers serving other calls.
+    ///
+    /// # Errors
+    ///
+    /// As [`Anchor::anchor`]; [`Error::AnchorTask`] when the blocking task was lost.
+    pub async fn anchor_blocking(
+        self: &Arc<Self>,
+        method: String,
+        params: Option<JsonValue>,
+    ) -> Result<AnchoredCall> {
+        let anchor = Arc::clone(self);
+        tokio::task::spawn_blocking(move || anchor.anchor(&method, params.as_ref()))
+            .await
+            .map_err(|err| Error::AnchorTask(err.to_string()))?
+    }
+}
+
+/// One anchored call as the audit chain records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCall {
+    /// The call's position in the run's order.
+    pub call_index: u64,
+    /// The JSON-RPC method (`tools/call`).
+    pub method: String,
+    /// The W3C trace id.
+    pub trace_id: String,
+    /// The W3C span id.
+    pub span_id: String,
+    /// The run journal head right after the call's row.
+    pub journal_head: String,
+    /// The audit entry's timestamp.
+    pub timestamp: String,
+    /// The audit entry's segment file name.
+    pub segment: String,
+    /// The audit entry's 1-based line in the segment.
+    pub line: u64,
+    /// The audit entry's `hmac`.
+    pub hmac: String,
+}
+
+/// Something wrong with a run's reconstructed call order, beyond the chain's own findings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderProblem {
+    /// No verified entry carries this call index, though a later one exists.
+    Missing {
+        /// The absent index.
+        call_index: u64,
+    },
+    /// Several verified entries carry this call index.
+    Duplicate {
+        /// The repeated index.
+        call_index: u64,
+        /// Where each entry sits, as `segment:line`.
+        locations: Vec<String>,
+    },
+    /// A verified entry of the run whose details cannot be read as a call.
+    Malformed {
+        /// Where the entry sits, as `segment:line`.
+        location: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for OrderProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OrderProblem::Missing { call_index } => {
+                write!(f, "call_index {call_index} has no verified entry")
+            }
+            OrderProblem::Duplicate {
+                call_index,
+                locations,
+            } => write!(
+                f,
+                "call_index {call_index} is recorded more than once ({})",
+                locations.join(", ")
+            ),
+            OrderProblem::Malformed { location, reason } => {
+                write!(
+                    f,
+                    "{location}: not a readable mcp.stateless_call entry: {reason}"
+                )
+            }
+        }
+    }
+}
+
+/// A run's MCP call order as reconstructed from the audit chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOrder {
+    /// The run.
+    pub run_id: String,
+    /// The verified entries of the run, sorted by call index.
+    pub calls: Vec<RecordedCall>,
+    /// The chain verification the reconstruction stood on.
+    pub chain: VerifyReport,
+    /// Problems with the order itself (gaps, duplicates, unreadable entries).
+    pub problems: Vec<OrderProblem>,
+}
+
+impl CallOrder {
+    /// The verdict: the chain verifies and the calls are exactly `0..n-1`.
+    pub fn ok(&self) -> bool {
+        self.chain.ok() && self.problems.is_empty()
+    }
+
+    /// The chain findings, hard errors first, then unacknowledged tears.
+    pub fn chain_findings(&self) -> (Vec<&Finding>, Vec<&Tear>) {
+        (
+            self.chain.errors.iter().collect(),
+            self.chain.unacknowledged_tears().collect(),
+        )
+    }
+}
+
+/// Reconstructs the MCP call order of `run_id` from the audit chain in `audit_dir` alone (the
+/// reference's `reconstruct_mcp_call_order`): verifies the chain, keeps the verified
+/// `mcp.stateless_call` entries whose `details.run_id` is the run, sorts them by `call_index`
+/// and requires exactly `0..n-1`. Every problem is reported, not only the first.
+pub fn reconstruct_call_order(audit_dir: &Path, key: &AuditKey, run_id: &str) -> CallOrder {
+    let mut records = audit::verified_records(audit_dir, key);
+    let mut calls = Vec::new();
+    let mut problems = Vec::new();
+    for record in records.by_ref() {
+        if record.event_type != STATELESS_CALL_EVENT {
+            continue;
+        }
+        let details = &record.details;
+        if details.get("run_id").and_then(PyValue::as_str) != Some(run_id) {
+            continue;
+        }
+        let location = format!("{}:{}", record.segment, record.line);
+        let text = |key: &str| {
+            details
+                .get(key)
+                .and_then(PyValue::as_str)
+                .map(str::to_owned)
+        };
+        let index = match details.get("call_index") {
+            Some(PyValue::Int(i)) => i.as_u64(),
+            _ => None,
+        };
+        match (
+            index,
+            text("method"),
+            text("trace_id"),
+            text("span_id"),
+            text("journal_head"),
+        ) {
+            (Some(call_index), Some(method), Some(trace_id), Some(span_id), Some(journal_head)) => {
+                calls.push(RecordedCall {
+                    call_index,
+                    method,
+                    trace_id,
+                    span_id,
+                    journal_head,
+                    timestamp: record.timestamp.clone(),
+                    segment: record.segment.clone(),
+                    line: record.line,
+                    hmac: record.hmac.clone(),
+                })
+            }
+            _ => problems.push(OrderProblem::Malformed {
+                location,
+                reason: "call_index must be a non-negative integer and method, trace_id, \
+                         span_id, journal_head strings"
+                    .to_owned(),
+            }),
+        }
+    }
+    let chain = records.finish();
+    calls.sort_by_key(|call| call.call_index);
+
+    let mut by_index: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for call in &calls {
+        by_index
+            .entry(call.call_index)
+            .or_default()
+            .push(format!("{}:{}", call.segment, call.line));
+    }
+    if let Some((&last, _)) = by_index.last_key_value() {
+        for call_index in 0..=last {
+            match by_index.get(&call_index) {
+                None => problems.push(OrderProblem::Missing { call_index }),
+                Some(locations) if locations.len() > 1 => problems.push(OrderProblem::Duplicate {
+                    call_index,
+                    locations: locations.clone(),
+                }),
+                Some(_) => {}
+            }
+        }
+    }
+    CallOrder {
+        run_id: run_id.to_owned(),
+        calls,
+        chain,
+        problems,
+    }
+}
+
+/// `<project_root>/.sdd/audit`.
+pub fn audit_dir(project_root: &Path) -> PathBuf {
+    project_root.join(".sdd").join("audit")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bernstein_journal::run_journal::{load_run_journal, verify_run_journal};
+    use serde_json::json;
+
+    fn key() -> AuditKey {
+        AuditKey::from_master_bytes(b"a".repeat(64))
+    }
+
+    #[test]
+    fn calls_are_anchored_in_order_and_reconstructed() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        let first = anchor.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(first.call_index, 0);
+        assert_eq!(first.trace_id, trace_id_for_run("mcp-calls"));
+        assert_eq!(
+            first.span_id,
+            span_id_for_call(&params_content_hash("tools/call", Some(&params)), 0)
+        );
+        let traced = json!({"name": "x", "arguments": {}, "_meta": {
+            "traceparent": "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01",
+            "baggage": "mcp.method=tools/call,mcp.call_index=1"}});
+        let second = anchor.anchor("tools/call", Some(&traced)).unwrap();
+        assert_eq!(
+            (
+                second.call_index,
+                second.trace_id.as_str(),
+                second.span_id.as_str()
+            ),
+            (1, "0123456789abcdef0123456789abcdef", "0123456789abcdef")
+        );
+        let wrong = json!({"name": "x", "_meta": {"baggage": "mcp.call_index=7"}});
+        let err = anchor.anchor("tools/call", Some(&wrong)).unwrap_err();
+        assert!(
+            matches!(&err, Error::CallIndexClaim { actual: 2, .. }),
+            "{err}"
+        );
+        let third = anchor.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(third.call_index, 2);
+
+        let journal = load_run_journal(dir.path(), "mcp-calls").unwrap();
+        assert_eq!(journal.rows.len(), 3);
+        assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
+
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{order:?}");
+        let indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
+        assert_eq!(indices, vec![0, 1, 2]);
+        assert_eq!(order.calls[2].journal_head, third.journal_head);
+        assert_eq!(order.calls[2].hmac, third.chain_head);
+        // Another run's order is empty, and still verified.
+        let other = reconstruct_call_order(&audit_dir(dir.path()), &key(), "other");
+        assert!(other.ok() && other.calls.is_empty());
+    }
+
+    #[test]
+    fn a_tampered_entry_fails_at_that_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Anchor::open(dir.path(), "r1", key()).unwrap();
+        for n in 0..4 {
+            anchor
+                .anchor(
+                    "tools/call",
+                    Some(&json!({"name": "t", "arguments": {"n": n}})),
+                )
+                .unwrap();
+        }
+        let segment = std::fs::read_dir(audit_dir(dir.path()))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .unwrap();
+        let text = std::fs::read_to_string(&segment).unwrap();
+        let tampered: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, line)| {
+                if i == 1 {
+                    line.replace("\"method\": \"tools/call\"", "\"method\": \"tools/list\"")
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect();
+        std::fs::write(&segment, tampered.join("\n") + "\n").unwrap();
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "r1");
+        assert!(!order.ok());
+        let lines: Vec<Option<u64>> = order.chain.errors.iter().map(|f| f.line).collect();
+        assert_eq!(lines, vec![Some(2)], "{:?}", order.chain.errors);
+        assert_eq!(
+            order.problems,
+            vec![OrderProblem::Missing { call_index: 1 }]
+        );
+    }
+}

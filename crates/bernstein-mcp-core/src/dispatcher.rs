@@ -1,0 +1,1086 @@
+//! The dispatcher: one type that answers MCP JSON-RPC messages for any transport.
+//!
+//! A transport parses one message, hands it to [`Dispatcher::handle`] with the stream's
+//! [`CallScope`] and a [`NotificationSink`], and writes back whatever comes out. The answer
+//! depends only on the message (its body and per-request `_meta`), the dispatcher's
+//! configuration and the project's evidence on disk, never on earlier messages: `initialize`
+//! negotiates a version but nothing is remembered, so consecutive requests may be served by
+//! different processes with identical results.
+//!
+//! Two lifecycles are answered side by side:
+//!
+//! * legacy (2024-11-05 .. 2025-11-25): `initialize`, then plain requests;
+//! * 2026-07-28 (stateless): `server/discover`, and requests carrying
+//!   `io.modelcontextprotocol/protocolVersion` and `/clientCapabilities` in `_meta`. Their results
+//!   carry `resultType`, lists and reads also `ttlMs`/`cacheScope`, and every result names the
+//!   server in `_meta`; `ping` is gone (-32601) and resource-not-found is -32602.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bernstein_journal::key::AuditKey;
+use bernstein_protocol::SPEC_REVISION;
+use bernstein_tasks::embedded::EmbeddedStore;
+use bernstein_tasks::remote::{RemoteBackend, RemoteConfig};
+use bernstein_tools::{
+    Backend, CallMeta, Catalogue, ProgressSink, ProgressTick, TaskSupport, Tier, ToolConfig,
+    ToolContext, ToolOutcome,
+};
+use rmcp::model::{ProtocolVersion, RequestMetaObject, TASKS_EXTENSION_ID};
+use serde_json::{Map, Value as JsonValue, json};
+
+use crate::anchor::{Anchor, AnchoredCall};
+use crate::card::{AuthPosture, CardInputs, ServerIdentity, TransportInfo, capability_card_text};
+use crate::error::{Error, Result};
+use crate::ids::request_span_id;
+use crate::instructions::instructions;
+use crate::jsonrpc::{
+    self, Incoming, MISSING_REQUIRED_CLIENT_CAPABILITY, RESOURCE_NOT_FOUND, RequestId, RpcError,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
+use crate::prompts;
+use crate::scope::{CallScope, InFlightCall, NotificationSink};
+use crate::tasks::{self, TASK_LIST_PAGE, TaskView};
+
+/// The URI of the capability card resource.
+pub const CAPABILITY_URI: &str = "bernstein://capability";
+/// The URI of the skill index resource.
+pub const SKILL_INDEX_URI: &str = "bernstein://skills/index";
+/// The anchoring run when none is configured.
+pub const DEFAULT_ANCHOR_RUN_ID: &str = "mcp-calls";
+/// The tool that may be task-augmented.
+const RUN_TOOL: &str = "bernstein_run";
+
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Which task backend a built dispatcher drives.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// The durable store under `<workdir>/.sdd/` (no task server needed).
+    #[default]
+    Embedded,
+    /// A running `bernstein serve` at `url`, authenticated with `bearer_token`.
+    Remote {
+        /// The task server's base URL, e.g. `http://127.0.0.1:8052`.
+        url: String,
+        /// The bearer the task server requires (`BERNSTEIN_AUTH_TOKEN`).
+        bearer_token: Option<String>,
+    },
+}
+
+/// Builds a [`Dispatcher`]: the embedding API.
+#[derive(Debug)]
+pub struct DispatcherBuilder {
+    workdir: PathBuf,
+    backend: BackendChoice,
+    backend_instance: Option<Arc<Backend>>,
+    audit_key: Option<AuditKey>,
+    home_dir: Option<String>,
+    tool_config: ToolConfig,
+    anchor_run_id: Option<String>,
+    identity: ServerIdentity,
+    auth: AuthPosture,
+    transports: Vec<TransportInfo>,
+}
+
+impl DispatcherBuilder {
+    /// A builder for the project rooted at `workdir`: embedded backend, default tool
+    /// configuration, stdio as the only listed transport, no anchoring until an audit key is
+    /// given.
+    pub fn new(workdir: impl Into<PathBuf>) -> DispatcherBuilder {
+        DispatcherBuilder {
+            workdir: workdir.into(),
+            backend: BackendChoice::Embedded,
+            backend_instance: None,
+            audit_key: None,
+            home_dir: None,
+            tool_config: ToolConfig::default(),
+            anchor_run_id: None,
+            identity: ServerIdentity::default(),
+            auth: AuthPosture::default(),
+            transports: vec![TransportInfo::Stdio {
+                command: "bernstein-mcp".to_owned(),
+                default: true,
+            }],
+        }
+    }
+
+    /// The task backend to build.
+    #[must_use]
+    pub fn backend(mut self, backend: BackendChoice) -> DispatcherBuilder {
+        self.backend = backend;
+        self
+    }
+
+    /// A backend the host built itself; wins over [`DispatcherBuilder::backend`].
+    #[must_use]
+    pub fn backend_instance(mut self, backend: Arc<Backend>) -> DispatcherBuilder {
+        self.backend_instance = Some(backend);
+        self
+    }
+
+    /// The install audit key. It authenticates the evidence the embedded store and the tools
+    /// write, and it switches call anchoring on.
+    #[must_use]
+    pub fn audit_key(mut self, key: AuditKey) -> DispatcherBuilder {
+        self.audit_key = Some(key);
+        self
+    }
+
+    /// The home directory mailbox redaction collapses to `~`.
+    #[must_use]
+    pub fn home_dir(mut self, home: Option<String>) -> DispatcherBuilder {
+        self.home_dir = home;
+        self
+    }
+
+    /// Tier, aliases, meter, validation, lineage.
+    #[must_use]
+    pub fn tool_config(mut self, config: ToolConfig) -> DispatcherBuilder {
+        self.tool_config = config;
+        self
+    }
+
+    /// The run whose journal anchors every call (default [`DEFAULT_ANCHOR_RUN_ID`]).
+    #[must_use]
+    pub fn anchor_run_id(mut self, run_id: impl Into<String>) -> DispatcherBuilder {
+        self.anchor_run_id = Some(run_id.into());
+        self
+    }
+
+    /// `serverInfo` and the card's identity fields.
+    #[must_use]
+    pub fn identity(mut self, identity: ServerIdentity) -> DispatcherBuilder {
+        self.identity = identity;
+        self
+    }
+
+    /// The auth configuration the capability card reports.
+    #[must_use]
+    pub fn auth(mut self, auth: AuthPosture) -> DispatcherBuilder {
+        self.auth = auth;
+        self
+    }
+
+    /// The transports the capability card lists.
+    #[must_use]
+    pub fn transports(mut self, transports: Vec<TransportInfo>) -> DispatcherBuilder {
+        self.transports = transports;
+        self
+    }
+
+    /// Builds the dispatcher: opens the backend and the anchoring run, builds the catalogue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Project`] when the workdir is not a directory; [`Error::Tasks`] when the
+    /// backend cannot be opened; [`Error::Tools`] when the catalogue cannot be built;
+    /// [`Error::Journal`] when the anchoring run id cannot name a journal.
+    pub fn build(self) -> Result<Dispatcher> {
+        if !self.workdir.is_dir() {
+            return Err(Error::Project {
+                path: self.workdir.clone(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        let backend = match self.backend_instance {
+            Some(backend) => backend,
+            None => Arc::new(open_backend(
+                &self.workdir,
+                &self.backend,
+                self.audit_key.clone(),
+                self.home_dir.clone(),
+            )?),
+        };
+        let catalogue = Catalogue::new(&self.tool_config)?;
+        let mut tier_tools = Vec::new();
+        for tier in Tier::ALL {
+            let config = ToolConfig {
+                tier,
+                ..self.tool_config
+            };
+            let names = Catalogue::new(&config)?
+                .tools()
+                .iter()
+                .map(|spec| spec.name.clone())
+                .collect();
+            tier_tools.push((tier.as_str().to_owned(), names));
+        }
+        let registered: BTreeSet<String> = catalogue
+            .tools()
+            .iter()
+            .map(|spec| spec.name.clone())
+            .collect();
+        let anchor = match &self.audit_key {
+            Some(key) => Some(Arc::new(Anchor::open(
+                &self.workdir,
+                self.anchor_run_id
+                    .as_deref()
+                    .unwrap_or(DEFAULT_ANCHOR_RUN_ID),
+                key.clone(),
+            )?)),
+            None => None,
+        };
+        let instructions = instructions(&|name| registered.contains(name));
+        Ok(Dispatcher {
+            shared: Arc::new(Shared {
+                workdir: self.workdir,
+                backend,
+                catalogue,
+                tool_config: self.tool_config,
+                anchor,
+                identity: self.identity,
+                auth: self.auth,
+                transports: self.transports,
+                tier_tools,
+                registered,
+                instructions,
+            }),
+        })
+    }
+}
+
+fn open_backend(
+    workdir: &Path,
+    choice: &BackendChoice,
+    audit_key: Option<AuditKey>,
+    home_dir: Option<String>,
+) -> Result<Backend> {
+    let backend = match choice {
+        BackendChoice::Embedded => {
+            let store = EmbeddedStore::open(workdir, audit_key.clone())?;
+            match audit_key {
+                Some(key) => Backend::embedded(store, key),
+                None => {
+                    return Err(Error::Project {
+                        path: workdir.to_path_buf(),
+                        reason: "the embedded backend needs the install audit key".to_owned(),
+                    });
+                }
+            }
+        }
+        BackendChoice::Remote { url, bearer_token } => {
+            let remote = RemoteBackend::new(
+                RemoteConfig::new(url.clone()).with_bearer_token(bearer_token.clone()),
+            )?;
+            let backend = Backend::remote(remote);
+            match audit_key {
+                Some(key) => backend.with_audit_key(key),
+                None => backend,
+            }
+        }
+    };
+    Ok(backend.with_home_dir(home_dir))
+}
+
+/// The MCP dispatcher. Cheap to clone; every clone serves the same configuration.
+#[derive(Debug, Clone)]
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    workdir: PathBuf,
+    backend: Arc<Backend>,
+    catalogue: Catalogue,
+    tool_config: ToolConfig,
+    anchor: Option<Arc<Anchor>>,
+    identity: ServerIdentity,
+    auth: AuthPosture,
+    transports: Vec<TransportInfo>,
+    tier_tools: Vec<(String, Vec<String>)>,
+    registered: BTreeSet<String>,
+    instructions: String,
+}
+
+/// Which lifecycle a request is served under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Era {
+    /// The `initialize` lifecycle (no per-request protocol version, or one before 2026-07-28).
+    Legacy,
+    /// The stateless 2026-07-28 lifecycle.
+    Stateless {
+        /// The version the request declared.
+        version: String,
+        /// Whether the client declared the tasks extension.
+        tasks_extension: bool,
+    },
+}
+
+/// One request being answered.
+struct Request<'a> {
+    id: RequestId,
+    method: &'a str,
+    params: Option<JsonValue>,
+    era: Era,
+}
+
+impl Request<'_> {
+    fn param(&self, key: &str) -> Option<&JsonValue> {
+        self.params.as_ref().and_then(|p| p.get(key))
+    }
+
+    fn is_stateless(&self) -> bool {
+        matches!(self.era, Era::Stateless { .. })
+    }
+}
+
+/// What one method answers: a result object or a JSON-RPC error.
+type Answer = std::result::Result<JsonValue, RpcError>;
+
+impl Dispatcher {
+    /// A builder for the project at `workdir`.
+    pub fn builder(workdir: impl Into<PathBuf>) -> DispatcherBuilder {
+        DispatcherBuilder::new(workdir)
+    }
+
+    /// The project root.
+    pub fn workdir(&self) -> &Path {
+        &self.shared.workdir
+    }
+
+    /// The anchoring run, when calls are anchored.
+    pub fn anchor(&self) -> Option<&Anchor> {
+        self.shared.anchor.as_deref()
+    }
+
+    /// The connect-time instructions.
+    pub fn instructions(&self) -> &str {
+        &self.shared.instructions
+    }
+
+    /// The names of the tools `tools/list` advertises.
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.shared.registered.iter().map(String::as_str)
+    }
+
+    /// Answers one framed message: parses it, dispatches it, and serialises the response.
+    /// `None` when nothing is to be sent (a notification, or a client's response).
+    pub async fn handle_text(
+        &self,
+        text: &str,
+        scope: &CallScope,
+        notify: Arc<dyn NotificationSink>,
+    ) -> Option<String> {
+        self.accept_text(text, scope).respond_text(notify).await
+    }
+
+    /// Answers one parsed message. `None` when nothing is to be sent.
+    pub async fn handle(
+        &self,
+        message: JsonValue,
+        scope: &CallScope,
+        notify: Arc<dyn NotificationSink>,
+    ) -> Option<JsonValue> {
+        self.accept(message, scope).respond(notify).await
+    }
+
+    /// The synchronous first half of [`Dispatcher::handle_text`]: parses and accepts a framed
+    /// message. See [`Dispatcher::accept`].
+    pub fn accept_text(&self, text: &str, scope: &CallScope) -> Accepted {
+        match jsonrpc::parse(text) {
+            Ok(message) => self.accept(message, scope),
+            Err(parse_error) => Accepted {
+                dispatcher: self.clone(),
+                scope: scope.clone(),
+                work: Work::Ready(Some(parse_error)),
+            },
+        }
+    }
+
+    /// The synchronous first half of [`Dispatcher::handle`]: classifies the message, acts on
+    /// notifications at once (a `notifications/cancelled` reaches its call here), and registers
+    /// a `tools/call` in `scope` so that a cancel arriving after this returns always finds it.
+    /// A transport that reads messages in order calls this in its read loop and awaits
+    /// [`Accepted::respond`] concurrently.
+    pub fn accept(&self, message: JsonValue, scope: &CallScope) -> Accepted {
+        let work = match jsonrpc::classify(message) {
+            Incoming::Request { id, method, params } => {
+                let in_flight = (method == "tools/call").then(|| scope.register(id.clone()));
+                Work::Request {
+                    id,
+                    method,
+                    params,
+                    in_flight,
+                }
+            }
+            Incoming::Notification { method, params } => {
+                self.on_notification(&method, params.as_ref(), scope);
+                Work::Ready(None)
+            }
+            Incoming::Response => Work::Ready(None),
+            Incoming::Invalid { id, error } => {
+                Work::Ready(Some(jsonrpc::error_response(id.as_ref(), &error)))
+            }
+        };
+        Accepted {
+            dispatcher: self.clone(),
+            scope: scope.clone(),
+            work,
+        }
+    }
+
+    async fn respond_request(
+        &self,
+        id: RequestId,
+        method: String,
+        params: Option<JsonValue>,
+        in_flight: Option<InFlightCall>,
+        notify: Arc<dyn NotificationSink>,
+    ) -> JsonValue {
+        let answer = match request_era(&method, params.as_ref()) {
+            Ok(era) => {
+                let request = Request {
+                    id: id.clone(),
+                    method: &method,
+                    params,
+                    era,
+                };
+                self.answer(&request, in_flight, notify)
+                    .await
+                    .map(|result| stamp(result, &request, &self.shared.identity))
+            }
+            Err(error) => Err(error),
+        };
+        match answer {
+            Ok(result) => jsonrpc::result_response(&id, result),
+            Err(error) => jsonrpc::error_response(Some(&id), &error),
+        }
+    }
+
+    fn on_notification(&self, method: &str, params: Option<&JsonValue>, scope: &CallScope) {
+        if method == "notifications/cancelled" {
+            let id = params
+                .and_then(|p| p.get("requestId"))
+                .and_then(RequestId::from_json);
+            match id {
+                Some(id) => {
+                    let found = scope.cancel(&id);
+                    tracing::debug!(request_id = %id, found, "cancel requested");
+                }
+                None => tracing::debug!("notifications/cancelled without a usable requestId"),
+            }
+        }
+        // Every other notification (initialized, progress, roots) needs no action.
+    }
+
+    async fn answer(
+        &self,
+        request: &Request<'_>,
+        in_flight: Option<InFlightCall>,
+        notify: Arc<dyn NotificationSink>,
+    ) -> Answer {
+        match request.method {
+            "initialize" => Ok(self.initialize(request)),
+            "server/discover" => Ok(self.discover()),
+            "ping" if !request.is_stateless() => Ok(json!({})),
+            "tools/list" => Ok(self.list_tools()),
+            "tools/call" => match in_flight {
+                Some(in_flight) => self.call_tool(request, in_flight, notify).await,
+                None => Err(RpcError::internal("tools/call was not registered")),
+            },
+            "prompts/list" => Ok(json!({"prompts": prompts::list()})),
+            "prompts/get" => self.get_prompt(request),
+            "resources/list" => Ok(self.list_resources()),
+            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+            "resources/read" => self.read_resource(request).await,
+            "tasks/get" => self.task_get(request).await,
+            "tasks/cancel" => self.task_cancel(request).await,
+            "tasks/result" if !request.is_stateless() => self.task_result(request).await,
+            "tasks/list" if !request.is_stateless() => self.task_list(request).await,
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+
+    fn server_info(&self) -> JsonValue {
+        json!({"name": self.shared.identity.name, "version": self.shared.identity.version})
+    }
+
+    fn initialize(&self, request: &Request<'_>) -> JsonValue {
+        let requested = request
+            .param("protocolVersion")
+            .and_then(JsonValue::as_str)
+            .unwrap_or("");
+        let version = ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .find(|v| v.as_str() == requested && v.has_initialize())
+            .unwrap_or(&ProtocolVersion::LATEST_WITH_INITIALIZE);
+        json!({
+            "protocolVersion": version.as_str(),
+            "capabilities": {
+                "experimental": {},
+                "prompts": {"listChanged": false},
+                "resources": {"subscribe": false, "listChanged": false},
+                "tools": {"listChanged": false},
+                "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+            },
+            "serverInfo": self.server_info(),
+            "instructions": self.shared.instructions,
+        })
+    }
+
+    fn discover(&self) -> JsonValue {
+        let versions: Vec<&str> = ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .map(ProtocolVersion::as_str)
+            .collect();
+        let mut extensions = Map::new();
+        extensions.insert(TASKS_EXTENSION_ID.to_owned(), json!({}));
+        json!({
+            "supportedVersions": versions,
+            "capabilities": {
+                "prompts": {"listChanged": false},
+                "resources": {"subscribe": false, "listChanged": false},
+                "tools": {"listChanged": false},
+                "extensions": extensions,
+            },
+            "instructions": self.shared.instructions,
+            "ttlMs": 0,
+            "cacheScope": "private",
+        })
+    }
+
+    fn list_tools(&self) -> JsonValue {
+        let tools: Vec<JsonValue> = self
+            .shared
+            .catalogue
+            .tools()
+            .iter()
+            .map(|spec| {
+                crate::convert::to_json(&bernstein_protocol::pyjson::Value::Object(
+                    spec.to_list_entry(),
+                ))
+            })
+            .collect();
+        json!({"tools": tools})
+    }
+
+    fn is_registered(&self, name: &str) -> bool {
+        self.shared.registered.contains(name)
+    }
+
+    fn get_prompt(&self, request: &Request<'_>) -> Answer {
+        let name = request
+            .param("name")
+            .and_then(JsonValue::as_str)
+            .ok_or_else(|| RpcError::invalid_params("prompts/get needs a string name"))?;
+        let arguments = match request.param("arguments") {
+            None | Some(JsonValue::Null) => None,
+            Some(JsonValue::Object(map)) => Some(map),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "prompt arguments must be an object",
+                ));
+            }
+        };
+        let rendered = prompts::render(name, arguments, &|tool| self.is_registered(tool))
+            .map_err(|err| RpcError::invalid_params(err.to_string()))?;
+        serde_json::to_value(rendered).map_err(|err| RpcError::internal(err.to_string()))
+    }
+
+    fn list_resources(&self) -> JsonValue {
+        json!({"resources": [
+            {
+                "uri": CAPABILITY_URI,
+                "name": "bernstein_capability",
+                "description": "Runtime capability card: transports, auth modes, tool tiers, cost meter, spec revision, prompts.",
+                "mimeType": "application/json",
+            },
+            {
+                "uri": SKILL_INDEX_URI,
+                "name": "skill_index",
+                "description": "Index of the skill packs load_skill serves, with their content hashes.",
+                "mimeType": "application/json",
+            },
+        ]})
+    }
+
+    /// The capability card text as served for a request in `era`.
+    fn card_text(&self, spec_revision: &str) -> String {
+        let advertised: Vec<String> = self.shared.registered.iter().cloned().collect();
+        capability_card_text(&CardInputs {
+            identity: &self.shared.identity,
+            spec_revision,
+            transports: &self.shared.transports,
+            auth: &self.shared.auth,
+            active_tier: self.shared.tool_config.tier.as_str(),
+            advertised,
+            tiers: self.shared.tier_tools.clone(),
+            cost_meter: self.shared.tool_config.cost_meter,
+        })
+    }
+
+    /// The capability card for a request that names no protocol version.
+    pub fn capability_card(&self) -> String {
+        self.card_text(SPEC_REVISION)
+    }
+
+    async fn read_resource(&self, request: &Request<'_>) -> Answer {
+        let uri = request
+            .param("uri")
+            .and_then(JsonValue::as_str)
+            .ok_or_else(|| RpcError::invalid_params("resources/read needs a string uri"))?;
+        let text = match uri {
+            CAPABILITY_URI => {
+                let revision = match &request.era {
+                    Era::Stateless { version, .. } => version.as_str(),
+                    Era::Legacy => SPEC_REVISION,
+                };
+                self.card_text(revision)
+            }
+            SKILL_INDEX_URI => bernstein_tools::skill_index_text(),
+            other => {
+                let code = if request.is_stateless() {
+                    jsonrpc::INVALID_PARAMS
+                } else {
+                    RESOURCE_NOT_FOUND
+                };
+                return Err(RpcError::new(code, format!("Resource not found: {other}"))
+                    .with_data(json!({"uri": other})));
+            }
+        };
+        Ok(json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]}))
+    }
+
+    async fn call_tool(
+        &self,
+        request: &Request<'_>,
+        in_flight: InFlightCall,
+        notify: Arc<dyn NotificationSink>,
+    ) -> Answer {
+        let name = request
+            .param("name")
+            .and_then(JsonValue::as_str)
+            .ok_or_else(|| RpcError::invalid_params("tools/call needs a string name"))?;
+        let arguments = match request.param("arguments") {
+            None | Some(JsonValue::Null) => JsonValue::Object(Map::new()),
+            Some(object @ JsonValue::Object(_)) => object.clone(),
+            Some(_) => return Err(RpcError::invalid_params("tool arguments must be an object")),
+        };
+        let spec = self
+            .shared
+            .catalogue
+            .tools()
+            .iter()
+            .find(|s| s.name == name);
+        let wants_task = match &request.era {
+            Era::Legacy => request.param("task").is_some_and(|t| !t.is_null()),
+            Era::Stateless {
+                tasks_extension, ..
+            } => *tasks_extension && name == RUN_TOOL,
+        };
+        if wants_task {
+            match spec.and_then(|s| s.task_support) {
+                Some(TaskSupport::Optional) => {}
+                _ => {
+                    return Err(RpcError::invalid_params(format!(
+                        "tool {name} cannot be called as a task (execution.taskSupport is not optional)"
+                    )));
+                }
+            }
+        }
+        if request.is_stateless() && request.param("task").is_some() && !wants_task {
+            return Err(RpcError::new(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "a task-augmented call needs the io.modelcontextprotocol/tasks extension in clientCapabilities",
+            )
+            .with_data(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION_ID: {}}}})));
+        }
+
+        // Anchor first: the span id is the call's `_meter.call_id`, and a call that cannot be
+        // anchored must not run unrecorded.
+        let anchored = self.anchor_call(request).await?;
+        let meta = request.param("_meta");
+        let meta_str = |key: &str| {
+            meta.and_then(|m| m.get(key))
+                .and_then(JsonValue::as_str)
+                .map(str::to_owned)
+        };
+        let progress_token = meta
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned();
+        let call_id = match &anchored {
+            Some(call) => call.span_id.clone(),
+            None => request_span_id(&json!({
+                "jsonrpc": "2.0",
+                "id": request.id.to_json(),
+                "method": request.method,
+                "params": request.params,
+            })),
+        };
+        let progress: Option<ProgressSink> = progress_token.as_ref().map(|_| {
+            let notify = Arc::clone(&notify);
+            let sink: ProgressSink = Arc::new(move |tick: ProgressTick| {
+                let mut params = Map::new();
+                params.insert("progressToken".to_owned(), tick.progress_token);
+                params.insert("progress".to_owned(), json!(tick.progress));
+                if let Some(total) = tick.total {
+                    params.insert("total".to_owned(), json!(total));
+                }
+                params.insert("message".to_owned(), json!(tick.message));
+                notify.send(jsonrpc::notification(
+                    "notifications/progress",
+                    JsonValue::Object(params),
+                ));
+            });
+            sink
+        });
+        let context = ToolContext {
+            workdir: self.shared.workdir.clone(),
+            backend: Arc::clone(&self.shared.backend),
+            meta: CallMeta {
+                traceparent: meta_str("traceparent"),
+                tracestate: meta_str("tracestate"),
+                baggage: meta_str("baggage"),
+                progress_token,
+                call_id,
+            },
+            progress,
+            cancel: in_flight.token(),
+        };
+        let outcome = self.shared.catalogue.call(&context, name, arguments).await;
+        drop(in_flight);
+
+        if wants_task
+            && !outcome.is_error
+            && !outcome.cancelled
+            && let Some(task_id) = created_task_id(&outcome)
+        {
+            let view = tasks::project(&self.shared.backend, &self.shared.workdir, &task_id).await?;
+            return Ok(match &request.era {
+                Era::Legacy => json!({"task": view.legacy_row()}),
+                Era::Stateless { .. } => task_json(&view, "task"),
+            });
+        }
+        Ok(call_result(&outcome))
+    }
+
+    async fn anchor_call(
+        &self,
+        request: &Request<'_>,
+    ) -> std::result::Result<Option<AnchoredCall>, RpcError> {
+        let Some(anchor) = &self.shared.anchor else {
+            return Ok(None);
+        };
+        match anchor
+            .anchor_blocking(request.method.to_owned(), request.params.clone())
+            .await
+        {
+            Ok(call) => Ok(Some(call)),
+            Err(err @ Error::CallIndexClaim { .. }) => {
+                Err(RpcError::invalid_params(err.to_string()))
+            }
+            Err(err) => {
+                tracing::error!("cannot anchor {}: {err}", request.method);
+                Err(RpcError::internal(format!(
+                    "the call could not be anchored: {err}"
+                )))
+            }
+        }
+    }
+
+    fn task_id_param(request: &Request<'_>) -> std::result::Result<String, RpcError> {
+        request
+            .param("taskId")
+            .and_then(JsonValue::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("{} needs a string taskId", request.method))
+            })
+    }
+
+    async fn task_get(&self, request: &Request<'_>) -> Answer {
+        let task_id = Self::task_id_param(request)?;
+        let view = tasks::project(&self.shared.backend, &self.shared.workdir, &task_id).await?;
+        Ok(match request.era {
+            Era::Legacy => view.legacy_row(),
+            Era::Stateless { .. } => {
+                let mut row = task_json(&view, "complete");
+                if view.task.status == rmcp::model::TaskStatus::Completed
+                    && let Some(object) = row.as_object_mut()
+                {
+                    object.insert("result".to_owned(), view.tool_result());
+                }
+                if view.task.status == rmcp::model::TaskStatus::Failed
+                    && let Some(object) = row.as_object_mut()
+                {
+                    let message = view.task.status_message.clone().unwrap_or_default();
+                    object.insert(
+                        "error".to_owned(),
+                        json!({"code": jsonrpc::INTERNAL_ERROR, "message": message}),
+                    );
+                }
+                row
+            }
+        })
+    }
+
+    async fn task_result(&self, request: &Request<'_>) -> Answer {
+        let task_id = Self::task_id_param(request)?;
+        let view = tasks::project(&self.shared.backend, &self.shared.workdir, &task_id).await?;
+        Ok(view.tool_result())
+    }
+
+    async fn task_list(&self, request: &Request<'_>) -> Answer {
+        let offset = match request.param("cursor") {
+            None | Some(JsonValue::Null) => 0,
+            Some(JsonValue::String(cursor)) => tasks::decode_cursor(cursor).ok_or_else(|| {
+                RpcError::invalid_params(format!("Invalid pagination cursor: {cursor:?}"))
+            })?,
+            Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
+        };
+        let ids = tasks::all_task_ids(&self.shared.backend).await?;
+        let mut rows = Vec::new();
+        for task_id in ids.iter().skip(offset).take(TASK_LIST_PAGE) {
+            rows.push(
+                tasks::project(&self.shared.backend, &self.shared.workdir, task_id)
+                    .await?
+                    .legacy_row(),
+            );
+        }
+        let mut result = Map::new();
+        result.insert("tasks".to_owned(), JsonValue::Array(rows));
+        if offset + TASK_LIST_PAGE < ids.len() {
+            result.insert(
+                "nextCursor".to_owned(),
+                json!(tasks::encode_cursor(offset + TASK_LIST_PAGE)),
+            );
+        }
+        Ok(JsonValue::Object(result))
+    }
+
+    async fn task_cancel(&self, request: &Request<'_>) -> Answer {
+        let task_id = Self::task_id_param(request)?;
+        let answer = self
+            .shared
+            .backend
+            .cancel_task(&task_id, "cancelled by the MCP host (tasks/cancel)")
+            .await
+            .map_err(|err| tasks::lookup_error(&task_id, &err))?;
+        match answer {
+            bernstein_tools::CancelAnswer::UnknownTask => {
+                return Err(RpcError::invalid_params(format!("Unknown task: {task_id}")));
+            }
+            bernstein_tools::CancelAnswer::NotCancellable { reported_status } => {
+                let view =
+                    tasks::project(&self.shared.backend, &self.shared.workdir, &task_id).await?;
+                if !view.task.status.is_terminal() {
+                    return Err(RpcError::invalid_params(format!(
+                        "task {task_id} cannot be cancelled in status {reported_status:?}"
+                    )));
+                }
+            }
+            bernstein_tools::CancelAnswer::Cancelled { .. } => {}
+        }
+        let view = tasks::project(&self.shared.backend, &self.shared.workdir, &task_id).await?;
+        Ok(match request.era {
+            Era::Legacy => view.legacy_row(),
+            Era::Stateless { .. } => json!({}),
+        })
+    }
+}
+
+/// An accepted message, ready to be answered (see [`Dispatcher::accept`]).
+#[derive(Debug)]
+pub struct Accepted {
+    dispatcher: Dispatcher,
+    scope: CallScope,
+    work: Work,
+}
+
+#[derive(Debug)]
+enum Work {
+    /// The answer is already known (a notification, an invalid message).
+    Ready(Option<JsonValue>),
+    /// A request to dispatch.
+    Request {
+        id: RequestId,
+        method: String,
+        params: Option<JsonValue>,
+        in_flight: Option<InFlightCall>,
+    },
+}
+
+impl Accepted {
+    /// Whether a response will be sent (a request, or a message answered with an error).
+    pub fn expects_response(&self) -> bool {
+        matches!(self.work, Work::Request { .. } | Work::Ready(Some(_)))
+    }
+
+    /// The scope the message was accepted in.
+    pub fn scope(&self) -> &CallScope {
+        &self.scope
+    }
+
+    /// Dispatches the message; progress notifications go to `notify`. `None` when nothing is
+    /// to be sent.
+    pub async fn respond(self, notify: Arc<dyn NotificationSink>) -> Option<JsonValue> {
+        match self.work {
+            Work::Ready(answer) => answer,
+            Work::Request {
+                id,
+                method,
+                params,
+                in_flight,
+            } => Some(
+                self.dispatcher
+                    .respond_request(id, method, params, in_flight, notify)
+                    .await,
+            ),
+        }
+    }
+
+    /// [`Accepted::respond`], serialised.
+    pub async fn respond_text(self, notify: Arc<dyn NotificationSink>) -> Option<String> {
+        let response = self.respond(notify).await?;
+        // Serialising a `serde_json::Value` cannot fail: its keys are strings.
+        serde_json::to_string(&response).ok()
+    }
+}
+
+/// The 2026-07-28 task object with `resultType`.
+fn task_json(view: &TaskView, result_type: &str) -> JsonValue {
+    let mut value = serde_json::to_value(&view.task).unwrap_or_else(|_| json!({}));
+    if let Some(object) = value.as_object_mut() {
+        object.insert("resultType".to_owned(), json!(result_type));
+    }
+    value
+}
+
+/// The task id a successful `bernstein_run` returned (inside the meter envelope or bare).
+fn created_task_id(outcome: &ToolOutcome) -> Option<String> {
+    let structured = outcome.structured.as_ref()?;
+    let payload = match structured.get("_meter") {
+        Some(_) => structured.get("result")?,
+        None => structured,
+    };
+    payload
+        .get("task_id")
+        .and_then(JsonValue::as_str)
+        .map(str::to_owned)
+}
+
+/// A `CallToolResult` from a tool outcome. A cancelled call keeps its partial work and is not
+/// an error: `{content, cancelled: true, partial, _meter?}`.
+fn call_result(outcome: &ToolOutcome) -> JsonValue {
+    let mut result = Map::new();
+    result.insert(
+        "content".to_owned(),
+        json!([{"type": "text", "text": outcome.text}]),
+    );
+    if outcome.cancelled {
+        result.insert("cancelled".to_owned(), json!(true));
+        result.insert("partial".to_owned(), json!(outcome.partial));
+        if let Some(meter) = outcome.structured.as_ref().and_then(|s| s.get("_meter")) {
+            result.insert("_meter".to_owned(), meter.clone());
+        }
+        return JsonValue::Object(result);
+    }
+    if let Some(structured) = &outcome.structured {
+        result.insert("structuredContent".to_owned(), structured.clone());
+    }
+    result.insert("isError".to_owned(), json!(outcome.is_error));
+    JsonValue::Object(result)
+}
+
+/// Works out the lifecycle of a request from its `_meta`, refusing a declared version this
+/// server does not implement and 2026-07-28 requests missing their required `_meta` keys.
+fn request_era(method: &str, params: Option<&JsonValue>) -> std::result::Result<Era, RpcError> {
+    if method == "initialize" {
+        return Ok(Era::Legacy);
+    }
+    let meta = params.and_then(|p| p.get("_meta"));
+    let declared = meta.and_then(|m| m.get(META_PROTOCOL_VERSION));
+    let version = match declared {
+        None if method == "server/discover" => ProtocolVersion::LATEST.as_str().to_owned(),
+        None => return Ok(Era::Legacy),
+        Some(JsonValue::String(v)) => v.clone(),
+        Some(_) => {
+            return Err(RpcError::invalid_params(format!(
+                "request _meta is missing or has malformed required fields: {META_PROTOCOL_VERSION}"
+            )));
+        }
+    };
+    let supported: Vec<&str> = ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .map(ProtocolVersion::as_str)
+        .collect();
+    if !supported.contains(&version.as_str()) {
+        return Err(RpcError::new(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            format!("Unsupported protocol version: {version}"),
+        )
+        .with_data(json!({"supported": supported, "requested": version})));
+    }
+    if version.as_str() < ProtocolVersion::NO_INITIALIZE.as_str() && method != "server/discover" {
+        return Ok(Era::Legacy);
+    }
+    let meta_object: RequestMetaObject = meta
+        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        .unwrap_or_default();
+    let missing = meta_object.missing_required_keys(&ProtocolVersion::NO_INITIALIZE);
+    if !missing.is_empty() {
+        return Err(RpcError::invalid_params(format!(
+            "request _meta is missing or has malformed required fields: {}",
+            missing.join(", ")
+        )));
+    }
+    let tasks_extension = meta
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(TASKS_EXTENSION_ID))
+        .is_some();
+    Ok(Era::Stateless {
+        version,
+        tasks_extension,
+    })
+}
+
+/// Methods whose 2026-07-28 results are cacheable lists or reads.
+const CACHEABLE: [&str; 5] = [
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// Shapes a result for the request's lifecycle: 2026-07-28 results gain `resultType` (unless
+/// they are a task), cache hints on lists and reads, and the server's identity in `_meta`;
+/// legacy results lose any `resultType` an rmcp model type carried.
+fn stamp(mut result: JsonValue, request: &Request<'_>, identity: &ServerIdentity) -> JsonValue {
+    let Some(object) = result.as_object_mut() else {
+        return result;
+    };
+    match &request.era {
+        Era::Legacy => {
+            object.remove("resultType");
+        }
+        Era::Stateless { .. } => {
+            object
+                .entry("resultType")
+                .or_insert_with(|| json!("complete"));
+            if CACHEABLE.contains(&request.method) {
+                object.entry("ttlMs").or_insert_with(|| json!(0));
+                object
+                    .entry("cacheScope")
+                    .or_insert_with(|| json!("private"));
+            }
+            let meta = object
+                .entry("_meta")
+                .or_insert_with(|| JsonValue::Object(Map::new()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert(
+                    META_SERVER_INFO.to_owned(),
+                    json!({"name": identity.name, "version": identity.version}),
+                );
+            }
+        }
+    }
+    result
+}

@@ -1,0 +1,298 @@
+//! JSON-RPC 2.0 framing rules: classifying an incoming message, and building responses and
+//! error payloads.
+//!
+//! Every message is answered from its own content. A line that is not JSON is a parse error
+//! (-32700, `id: null`); JSON that is not a single request object is an invalid request
+//! (-32600). Batches were removed from MCP and are refused as invalid requests. Neither stops
+//! the server.
+
+use rmcp::model::ErrorCode;
+use serde_json::{Map, Value as JsonValue, json};
+
+/// JSON-RPC parse error.
+pub const PARSE_ERROR: i32 = ErrorCode::PARSE_ERROR.0;
+/// JSON-RPC invalid request.
+pub const INVALID_REQUEST: i32 = ErrorCode::INVALID_REQUEST.0;
+/// JSON-RPC method not found.
+pub const METHOD_NOT_FOUND: i32 = ErrorCode::METHOD_NOT_FOUND.0;
+/// JSON-RPC invalid params.
+pub const INVALID_PARAMS: i32 = ErrorCode::INVALID_PARAMS.0;
+/// JSON-RPC internal error.
+pub const INTERNAL_ERROR: i32 = ErrorCode::INTERNAL_ERROR.0;
+/// MCP resource not found (protocol revisions before 2026-07-28; later ones use invalid params).
+pub const RESOURCE_NOT_FOUND: i32 = ErrorCode::RESOURCE_NOT_FOUND.0;
+/// MCP unsupported protocol version (2026-07-28).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = ErrorCode::UNSUPPORTED_PROTOCOL_VERSION.0;
+/// MCP missing required client capability (2026-07-28).
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i32 = -32021;
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// The code.
+    pub code: i32,
+    /// The message.
+    pub message: String,
+    /// Optional structured data.
+    pub data: Option<JsonValue>,
+}
+
+impl RpcError {
+    /// An error with no data.
+    pub fn new(code: i32, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The same error with `data`.
+    pub fn with_data(mut self, data: JsonValue) -> RpcError {
+        self.data = Some(data);
+        self
+    }
+
+    /// `-32602` with `message`.
+    pub fn invalid_params(message: impl Into<String>) -> RpcError {
+        RpcError::new(INVALID_PARAMS, message)
+    }
+
+    /// `-32601 Method not found: <method>`.
+    pub fn method_not_found(method: &str) -> RpcError {
+        RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
+    }
+
+    /// `-32603` with `message`.
+    pub fn internal(message: impl Into<String>) -> RpcError {
+        RpcError::new(INTERNAL_ERROR, message)
+    }
+
+    /// The error object.
+    pub fn to_json(&self) -> JsonValue {
+        let mut object = Map::new();
+        object.insert("code".to_owned(), JsonValue::from(self.code));
+        object.insert("message".to_owned(), JsonValue::from(self.message.clone()));
+        if let Some(data) = &self.data {
+            object.insert("data".to_owned(), data.clone());
+        }
+        JsonValue::Object(object)
+    }
+}
+
+/// A JSON-RPC request id: a string or an integer (MCP forbids `null`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl RequestId {
+    /// Reads an id; `None` for anything but a string or an integer.
+    pub fn from_json(value: &JsonValue) -> Option<RequestId> {
+        match value {
+            JsonValue::String(s) => Some(RequestId::String(s.clone())),
+            JsonValue::Number(n) => n.as_i64().map(RequestId::Number),
+            _ => None,
+        }
+    }
+
+    /// The id as JSON.
+    pub fn to_json(&self) -> JsonValue {
+        match self {
+            RequestId::Number(n) => JsonValue::from(*n),
+            RequestId::String(s) => JsonValue::from(s.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// What an incoming message is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// A request: answered with a response.
+    Request {
+        /// Its id.
+        id: RequestId,
+        /// The method.
+        method: String,
+        /// The params, when present.
+        params: Option<JsonValue>,
+    },
+    /// A notification: never answered.
+    Notification {
+        /// The method.
+        method: String,
+        /// The params, when present.
+        params: Option<JsonValue>,
+    },
+    /// A response or error from the client. The server sends no requests, so it is ignored.
+    Response,
+    /// Not a valid message: answered with this error, with the id when one could be read.
+    Invalid {
+        /// The request id, when the message had a usable one.
+        id: Option<RequestId>,
+        /// The error to answer with.
+        error: RpcError,
+    },
+}
+
+/// Parses one framed message. `Err` carries the ready-to-send parse-error response.
+pub fn parse(text: &str) -> Result<JsonValue, JsonValue> {
+    serde_json::from_str(text).map_err(|err| {
+        error_response(
+            None,
+            &RpcError::new(PARSE_ERROR, "Parse error")
+                .with_data(json!({"detail": err.to_string()})),
+        )
+    })
+}
+
+/// Classifies a parsed message.
+pub fn classify(message: JsonValue) -> Incoming {
+    let invalid = |id: Option<RequestId>, message: &str| Incoming::Invalid {
+        id,
+        error: RpcError::new(INVALID_REQUEST, format!("Invalid Request: {message}")),
+    };
+    let mut object = match message {
+        JsonValue::Object(object) => object,
+        JsonValue::Array(_) => {
+            return invalid(
+                None,
+                "JSON-RPC batching was removed from MCP; send one message per line",
+            );
+        }
+        _ => return invalid(None, "a message must be a JSON object"),
+    };
+    let id = object.get("id").and_then(RequestId::from_json);
+    if object.get("jsonrpc").and_then(JsonValue::as_str) != Some("2.0") {
+        return invalid(id, "jsonrpc must be \"2.0\"");
+    }
+    let params = object.remove("params");
+    match (object.remove("method"), object.get("id")) {
+        (Some(JsonValue::String(method)), None) => Incoming::Notification { method, params },
+        (Some(JsonValue::String(method)), Some(_)) => match id {
+            Some(id) => match &params {
+                None | Some(JsonValue::Object(_)) => Incoming::Request { id, method, params },
+                Some(_) => Incoming::Invalid {
+                    id: Some(id),
+                    error: RpcError::new(
+                        INVALID_REQUEST,
+                        "Invalid Request: params must be an object",
+                    ),
+                },
+            },
+            None => invalid(None, "id must be a string or an integer"),
+        },
+        (Some(_), _) => invalid(id, "method must be a string"),
+        (None, Some(_)) if object.contains_key("result") || object.contains_key("error") => {
+            Incoming::Response
+        }
+        (None, _) => invalid(id, "missing method"),
+    }
+}
+
+/// `{"jsonrpc": "2.0", "id": <id>, "result": <result>}`.
+pub fn result_response(id: &RequestId, result: JsonValue) -> JsonValue {
+    json!({"jsonrpc": "2.0", "id": id.to_json(), "result": result})
+}
+
+/// `{"jsonrpc": "2.0", "id": <id or null>, "error": <error>}`.
+pub fn error_response(id: Option<&RequestId>, error: &RpcError) -> JsonValue {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.map_or(JsonValue::Null, RequestId::to_json),
+        "error": error.to_json(),
+    })
+}
+
+/// `{"jsonrpc": "2.0", "method": <method>, "params": <params>}`.
+pub fn notification(method: &str, params: JsonValue) -> JsonValue {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let check = |text: &str, expect: &str| {
+            let got = match classify(serde_json::from_str(text).unwrap()) {
+                Incoming::Request { id, method, .. } => format!("request {id} {method}"),
+                Incoming::Notification { method, .. } => format!("notification {method}"),
+                Incoming::Response => "response".to_owned(),
+                Incoming::Invalid { id, error } => format!(
+                    "invalid {} {} {}",
+                    id.map_or("-".to_owned(), |i| i.to_string()),
+                    error.code,
+                    error.message
+                ),
+            };
+            assert_eq!(got, expect, "{text}");
+        };
+        check(
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            "request 1 ping",
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":"a","method":"ping","params":{}}"#,
+            "request \"a\" ping",
+        );
+        check(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "notification notifications/initialized",
+        );
+        check(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, "response");
+        check(
+            r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#,
+            "invalid 3 -32600 Invalid Request: jsonrpc must be \"2.0\"",
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            "invalid - -32600 Invalid Request: id must be a string or an integer",
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            "invalid - -32600 Invalid Request: id must be a string or an integer",
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":4,"method":7}"#,
+            "invalid 4 -32600 Invalid Request: method must be a string",
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":5}"#,
+            "invalid 5 -32600 Invalid Request: missing method",
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":6,"method":"x","params":[1]}"#,
+            "invalid 6 -32600 Invalid Request: params must be an object",
+        );
+        check(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            "invalid - -32600 Invalid Request: JSON-RPC batching was removed from MCP; send one message per line",
+        );
+        check(
+            "42",
+            "invalid - -32600 Invalid Request: a message must be a JSON object",
+        );
+    }
+
+    #[test]
+    fn parse_errors_answer_with_a_null_id() {
+        let err = parse("{not json").unwrap_err();
+        assert_eq!(err["id"], JsonValue::Null);
+        assert_eq!(err["error"]["code"], PARSE_ERROR);
+        assert_eq!(err["error"]["message"], "Parse error");
+    }
+}

@@ -1,0 +1,124 @@
+//! Every served `tools/call` is anchored before it runs: journal rows with call_index 0..N-1,
+//! matching audit entries, the span id as `_meter.call_id`, and the order reconstructed from
+//! the chain alone.
+
+use bernstein_journal::run_journal::load_run_journal;
+use bernstein_mcp_core::{DEFAULT_ANCHOR_RUN_ID, OrderProblem, reconstruct_call_order};
+use bernstein_protocol::pyjson::Value as PyValue;
+use serde_json::json;
+
+use crate::support::{Project, key};
+
+#[tokio::test]
+async fn n_calls_make_n_ordered_rows_and_entries() {
+    let project = Project::new();
+    let n = 5;
+    let mut call_ids = Vec::new();
+    for i in 0..n {
+        let result = project
+            .call(
+                "bernstein_run_status",
+                json!({"run_id": format!("run-{i}")}),
+            )
+            .await;
+        call_ids.push(result["structuredContent"]["_meter"]["call_id"].clone());
+    }
+    // Other methods are not anchored.
+    project.result("tools/list", json!({})).await;
+    project.result("prompts/list", json!({})).await;
+
+    let journal = load_run_journal(project.dir.path(), DEFAULT_ANCHOR_RUN_ID).unwrap();
+    let indices: Vec<Option<i64>> = journal
+        .rows
+        .iter()
+        .map(|row| row.get("call_index").and_then(PyValue::as_i64))
+        .collect();
+    assert_eq!(indices, (0..n).map(Some).collect::<Vec<_>>());
+
+    let order = reconstruct_call_order(
+        &project.dir.path().join(".sdd/audit"),
+        &key(),
+        DEFAULT_ANCHOR_RUN_ID,
+    );
+    assert!(order.ok(), "{order:?}");
+    assert_eq!(order.calls.len(), n as usize);
+    for (call, call_id) in order.calls.iter().zip(&call_ids) {
+        assert_eq!(
+            json!(call.span_id),
+            *call_id,
+            "the meter's call_id is the span id"
+        );
+    }
+    let heads: Vec<String> = journal
+        .rows
+        .iter()
+        .map(|row| {
+            row.get("event_hash")
+                .and_then(PyValue::as_str)
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let recorded: Vec<String> = order.calls.iter().map(|c| c.journal_head.clone()).collect();
+    assert_eq!(heads, recorded);
+}
+
+#[tokio::test]
+async fn a_configured_anchor_run_and_a_client_traceparent() {
+    let project = Project::with(|b| b.anchor_run_id("host-run"));
+    let result = project
+        .result(
+            "tools/call",
+            json!({"name": "bernstein_run_status", "arguments": {"run_id": "x"},
+                   "_meta": {"traceparent": "00-0123456789abcdef0123456789abcdef-fedcba9876543210-01",
+                             "baggage": "mcp.call_index=0"}}),
+        )
+        .await;
+    assert_eq!(
+        result["structuredContent"]["_meter"]["call_id"],
+        "fedcba9876543210"
+    );
+    let order = reconstruct_call_order(&project.dir.path().join(".sdd/audit"), &key(), "host-run");
+    assert!(order.ok(), "{order:?}");
+    assert_eq!(order.calls[0].trace_id, "0123456789abcdef0123456789abcdef");
+}
+
+#[tokio::test]
+async fn tampering_one_entry_fails_reconstruction_at_that_entry() {
+    let project = Project::new();
+    for i in 0..4 {
+        project
+            .call("bernstein_run_status", json!({"run_id": format!("r{i}")}))
+            .await;
+    }
+    let audit = project.dir.path().join(".sdd/audit");
+    let segment = std::fs::read_dir(&audit)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&segment).unwrap();
+    // Find the entry of call_index 2 and edit its details, keeping the line canonical.
+    let lines: Vec<&str> = text.lines().collect();
+    let target = lines
+        .iter()
+        .position(|l| l.contains("\"call_index\": 2,"))
+        .unwrap();
+    let mut edited: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    edited[target] = edited[target].replace("\"call_index\": 2,", "\"call_index\": 7,");
+    std::fs::write(&segment, edited.join("\n") + "\n").unwrap();
+
+    let order = reconstruct_call_order(&audit, &key(), DEFAULT_ANCHOR_RUN_ID);
+    assert!(!order.ok());
+    let failing: Vec<Option<u64>> = order.chain.errors.iter().map(|f| f.line).collect();
+    assert_eq!(
+        failing,
+        vec![Some(target as u64 + 1)],
+        "{:?}",
+        order.chain.errors
+    );
+    assert_eq!(
+        order.problems,
+        vec![OrderProblem::Missing { call_index: 2 }]
+    );
+}

@@ -1,0 +1,193 @@
+//! The Tasks extension (task-augmented `bernstein_run`, `tasks/*` in both wire forms),
+//! progress notifications, and cancellation with partial results.
+
+use std::sync::Arc;
+
+use bernstein_mcp_core::{NotificationSink, TASK_TTL_MS};
+use serde_json::{Value, json};
+
+use crate::support::{Project, meta_2026, payload};
+
+#[tokio::test]
+async fn a_plain_run_is_a_call_result_and_a_task_augmented_run_is_a_task() {
+    let project = Project::new();
+    let plain = project
+        .call("bernstein_run", json!({"goal": "plain run"}))
+        .await;
+    assert!(plain.get("content").is_some(), "{plain}");
+    assert!(payload(&plain)["task_id"].is_string(), "{plain}");
+
+    let created = project
+        .result(
+            "tools/call",
+            json!({"name": "bernstein_run", "arguments": {"goal": "Task-augmented run"}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    let task = &created["task"];
+    assert_eq!(task["status"], "working", "{created}");
+    assert_eq!(
+        task["ttl"], TASK_TTL_MS,
+        "the requested ttl is not honoured: 24h is stated"
+    );
+    assert_eq!(task["pollInterval"], 5000);
+    let task_id = task["taskId"].as_str().unwrap().to_owned();
+
+    let got = project
+        .result("tasks/get", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(got["taskId"], task_id.as_str());
+    assert_eq!(got["status"], "working");
+
+    let pending = project
+        .result("tasks/result", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(pending["isError"], true);
+    assert_eq!(
+        pending["content"][0]["text"],
+        "Result not available; task still working"
+    );
+
+    let listed = project.result("tasks/list", json!({})).await;
+    let ids: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["taskId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    assert!(ids.contains(&task_id.as_str()));
+    assert!(listed.get("nextCursor").is_none());
+
+    let cancelled = project
+        .result("tasks/cancel", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let got = project
+        .result("tasks/get", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(got["status"], "cancelled");
+    let settled = project
+        .result("tasks/result", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(settled["isError"], false, "{settled}");
+    assert_eq!(
+        settled["structuredContent"]["runId"],
+        format!("task-{task_id}")
+    );
+}
+
+#[tokio::test]
+async fn stateless_peers_with_the_tasks_extension_get_flat_task_rows() {
+    let project = Project::new();
+    let created = project
+        .result(
+            "tools/call",
+            json!({"name": "bernstein_run", "arguments": {"goal": "g"}, "_meta": meta_2026(true)}),
+        )
+        .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["ttlMs"], TASK_TTL_MS);
+    assert_eq!(created["pollIntervalMs"], 5000);
+    let task_id = created["taskId"].as_str().unwrap().to_owned();
+    let got = project
+        .result(
+            "tasks/get",
+            json!({"taskId": task_id, "_meta": meta_2026(true)}),
+        )
+        .await;
+    assert_eq!(got["resultType"], "complete");
+    assert_eq!(got["status"], "working");
+    let ack = project
+        .result(
+            "tasks/cancel",
+            json!({"taskId": task_id, "_meta": meta_2026(true)}),
+        )
+        .await;
+    assert_eq!(ack["resultType"], "complete");
+    let got = project
+        .result(
+            "tasks/get",
+            json!({"taskId": task_id, "_meta": meta_2026(true)}),
+        )
+        .await;
+    assert_eq!(got["status"], "cancelled");
+    // Without the extension the same call is a plain result.
+    let plain = project
+        .result(
+            "tools/call",
+            json!({"name": "bernstein_run", "arguments": {"goal": "g"}, "_meta": meta_2026(false)}),
+        )
+        .await;
+    assert!(plain.get("content").is_some(), "{plain}");
+}
+
+#[tokio::test]
+async fn progress_ticks_only_with_a_token() {
+    let project = Project::new();
+    project
+        .call("bernstein_run_status", json!({"run_id": "run-a"}))
+        .await;
+    assert!(project.notes.take().is_empty());
+    project
+        .result(
+            "tools/call",
+            json!({"name": "bernstein_run_status", "arguments": {"run_id": "run-b"}, "_meta": {"progressToken": "pt-1"}}),
+        )
+        .await;
+    let notes = project.notes.take();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0]["method"], "notifications/progress");
+    assert_eq!(notes[0]["params"]["progressToken"], "pt-1");
+    assert_eq!(
+        notes[0]["params"]["message"],
+        "phase=unknown checkpoints=0 diffs=0 gates=0 evidence=0/0"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_an_in_flight_call_returns_its_partial_work() {
+    let project = Arc::new(Project::new());
+    let call = {
+        let project = Arc::clone(&project);
+        tokio::spawn(async move {
+            let notes: Arc<dyn NotificationSink> = project.notes.clone();
+            let accepted = project.dispatcher.accept(
+                json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+                       "params": {"name": "bernstein_subscribe", "arguments": {"role": "backend", "timeout_seconds": 60}}}),
+                &project.scope,
+            );
+            accepted.respond(notes).await
+        })
+    };
+    // The call is registered as soon as it is accepted; wait until it is.
+    while project.scope.in_flight() == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        project
+            .send_text(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":41}}"#
+            )
+            .await,
+        None
+    );
+    let reply = call.await.unwrap().unwrap();
+    let result = &reply["result"];
+    assert_eq!(result["cancelled"], true, "{reply}");
+    assert!(result["partial"].is_array(), "{reply}");
+    assert!(
+        result.get("isError").is_none(),
+        "a cancel is not a tool failure: {reply}"
+    );
+    assert_eq!(project.scope.in_flight(), 0);
+    // Cancelling the settled id again is a no-op.
+    assert_eq!(
+        project
+            .send_text(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":41}}"#
+            )
+            .await,
+        None
+    );
+    let _: Value = project.result("ping", json!({})).await;
+}
