@@ -1,0 +1,262 @@
+//! Every error payload the tools answer with, as exact text (meter off).
+
+use serde_json::{Value, json};
+
+use crate::common::{Project, config, payload};
+
+async fn task(project: &Project, title: &str) -> String {
+    let outcome = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": title, "description": "d", "role": "backend"}),
+        )
+        .await;
+    payload(&outcome)["id"].as_str().unwrap().to_owned()
+}
+
+fn redact(text: &str, id: &str, name: &str) -> String {
+    text.replace(id, name)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_tool() {
+    let project = Project::new(config(true));
+    let outcome = project.call("no_such_tool", json!({})).await;
+    assert!(outcome.is_error);
+    assert!(outcome.structured.is_none());
+    assert_eq!(outcome.text, "Unknown tool: no_such_tool");
+    let core = Project::new(bernstein_tools::ToolConfig {
+        tier: bernstein_tools::Tier::Core,
+        ..config(true)
+    });
+    let outcome = core
+        .call("bernstein_claim", json!({"claimer_id": "w"}))
+        .await;
+    assert_eq!(outcome.text, "Unknown tool: bernstein_claim");
+    let no_aliases = Project::new(bernstein_tools::ToolConfig {
+        aliases_enabled: false,
+        ..config(true)
+    });
+    let outcome = no_aliases.call("bernstein_health", json!({})).await;
+    assert_eq!(outcome.text, "Unknown tool: bernstein_health");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gate_refusals() {
+    let project = Project::new(config(false));
+    let open = task(&project, "open task").await;
+    let outcome = project
+        .call("bernstein_approve", json!({"task_id": open}))
+        .await;
+    insta::assert_snapshot!("approve_open_task", redact(&outcome.text, &open, "T1"));
+
+    let parent = task(&project, "parent").await;
+    let child = project
+        .call(
+            "bernstein_run",
+            json!({"goal": "child", "parent_task_id": parent}),
+        )
+        .await;
+    assert_eq!(
+        payload(&child)["parent_task_id"],
+        parent.as_str(),
+        "{}",
+        child.text
+    );
+    let outcome = project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": parent, "result_summary": "done"}),
+        )
+        .await;
+    insta::assert_snapshot!(
+        "complete_waiting_parent",
+        redact(&outcome.text, &parent, "T2")
+    );
+
+    let done = project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": open, "result_summary": "finished"}),
+        )
+        .await;
+    assert_eq!(payload(&done)["status"], "done", "{}", done.text);
+    let outcome = project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": open, "result_summary": "again"}),
+        )
+        .await;
+    insta::assert_snapshot!("complete_done_task", redact(&outcome.text, &open, "T1"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_answers() {
+    let project = Project::new(config(false));
+    let outcome = project
+        .call("bernstein_cancel", json!({"task_id": "nope"}))
+        .await;
+    insta::assert_snapshot!("cancel_unknown", outcome.text);
+
+    let root = task(&project, "root").await;
+    project
+        .call(
+            "bernstein_run",
+            json!({"goal": "sub", "parent_task_id": root}),
+        )
+        .await;
+    let outcome = project
+        .call(
+            "bernstein_cancel",
+            json!({"task_id": root, "reason": "stop"}),
+        )
+        .await;
+    let body = payload(&outcome);
+    assert_eq!(body["cancelled"], true, "{}", outcome.text);
+    assert_eq!(body["cancelled_descendants"], 1);
+    let outcome = project
+        .call("bernstein_cancel", json!({"task_id": root}))
+        .await;
+    insta::assert_snapshot!("cancel_terminal", redact(&outcome.text, &root, "T1"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_containment() {
+    let project = Project::new(config(false));
+    let outside = tempfile::tempdir().unwrap();
+    let outcome = project
+        .call(
+            "bernstein_shutdown_orchestrator",
+            json!({"workdir": outside.path().to_str().unwrap()}),
+        )
+        .await;
+    let text = outcome
+        .text
+        .replace(outside.path().to_str().unwrap(), "$OUTSIDE");
+    insta::assert_snapshot!("shutdown_not_a_project", text);
+    assert!(
+        std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "nothing created"
+    );
+
+    // A `.sdd/runtime` symlink leading out of the root is an escape.
+    let escaping = tempfile::tempdir().unwrap();
+    std::fs::create_dir(escaping.path().join(".sdd")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), escaping.path().join(".sdd").join("runtime"))
+        .unwrap();
+    let outcome = project
+        .call(
+            "bernstein_stop",
+            json!({"workdir": escaping.path().to_str().unwrap()}),
+        )
+        .await;
+    let text = outcome
+        .text
+        .replace(escaping.path().to_str().unwrap(), "$ESCAPING");
+    insta::assert_snapshot!("stop_alias_escape", text);
+    assert!(
+        std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "nothing written"
+    );
+
+    let outcome = project
+        .call("bernstein_shutdown_orchestrator", json!({}))
+        .await;
+    let signal = project.root().join(".sdd/runtime/signals/SHUTDOWN");
+    assert_eq!(std::fs::read_to_string(&signal).unwrap(), "mcp-stop\n");
+    let body = payload(&outcome);
+    assert_eq!(body["status"], "shutdown signal sent");
+    assert_eq!(
+        std::fs::canonicalize(body["path"].as_str().unwrap()).unwrap(),
+        std::fs::canonicalize(signal).unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn alias_wrappers() {
+    let project = Project::new(config(false));
+    let outcome = project.call("bernstein_health", json!({})).await;
+    insta::assert_snapshot!("alias_health", outcome.text);
+    assert_eq!(
+        outcome.structured.as_ref().unwrap()["result"],
+        Value::String(outcome.text.clone())
+    );
+    let outcome = project
+        .call(
+            "bernstein_create_subtask",
+            json!({"parent_task_id": "p", "goal": "g", "role": "wizard"}),
+        )
+        .await;
+    insta::assert_snapshot!("alias_wrapped_validation_error", outcome.text);
+    let outcome = project
+        .call(
+            "bernstein_create_subtask",
+            json!({"parent_task_id": "missing", "goal": "g"}),
+        )
+        .await;
+    insta::assert_snapshot!("alias_wrapped_unknown_parent", outcome.text);
+    let outcome = project.call("bernstein_cost", json!({})).await;
+    insta::assert_snapshot!("alias_cost", outcome.text);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_tool_errors() {
+    let project = Project::new(config(false));
+    let outcome = project
+        .call("bernstein_task_capsule", json!({"task_id": "t1"}))
+        .await;
+    insta::assert_snapshot!("capsule_missing", outcome.text);
+    let outcome = project
+        .call("bernstein_run_status", json!({"run_id": "a:b"}))
+        .await;
+    insta::assert_snapshot!("run_status_unsafe_id", outcome.text);
+    let outcome = project
+        .call("bernstein_run", json!({"template": "administrative"}))
+        .await;
+    insta::assert_snapshot!("administrative_on_embedded", outcome.text);
+    let outcome = project
+        .call(
+            "bernstein_run",
+            json!({"template": "administrative", "parent_task_id": "p"}),
+        )
+        .await;
+    insta::assert_snapshot!("administrative_with_parent", outcome.text);
+    let outcome = project
+        .call("load_skill", json!({"name": "no-such-skill"}))
+        .await;
+    insta::assert_snapshot!("skill_unknown", outcome.text);
+    let outcome = project
+        .call(
+            "load_skill",
+            json!({"name": "backend", "reference": "../../etc/passwd"}),
+        )
+        .await;
+    assert_eq!(
+        payload(&outcome)["error"],
+        "reference \"../../etc/passwd\" not found for skill \"backend\""
+    );
+    let all = Project::new(bernstein_tools::ToolConfig {
+        tier: bernstein_tools::Tier::All,
+        ..config(false)
+    });
+    let outcome = all
+        .call(
+            "bernstein_scenario",
+            json!({"action": "run", "scenario_id": "nope"}),
+        )
+        .await;
+    insta::assert_snapshot!("scenario_unknown", outcome.text);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_summary_fails_the_task() {
+    let project = Project::new(config(false));
+    let id = task(&project, "t").await;
+    let outcome = project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": id, "result_summary": "   "}),
+        )
+        .await;
+    insta::assert_snapshot!(redact(&outcome.text, &id, "T1"));
+}

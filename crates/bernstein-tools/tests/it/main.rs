@@ -1,0 +1,10 @@
+//! Integration tests of the tool catalogue against a real embedded store in a temporary
+//! project: the advertised lists, the input firewall, every error payload, the worker loop and
+//! run-handle polling.
+
+mod common;
+mod errors;
+mod firewall;
+mod listing;
+mod run_status;
+mod worker_loop;

@@ -1,0 +1,234 @@
+//! The pull-worker loop over MCP alone against the embedded store: run, claim, post a message,
+//! post an artifact, complete, and the run handle reads `completed`.
+
+use serde_json::json;
+
+use crate::common::{Project, config, payload};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_claim_message_artifact_complete() {
+    let project = Project::new(config(true));
+
+    let run = project
+        .call(
+            "bernstein_run",
+            json!({"goal": "Add auth to the API", "role": "backend"}),
+        )
+        .await;
+    let started = payload(&run);
+    let task_id = started["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(started["status"], "open");
+    assert_eq!(started["run_id"], format!("task-{task_id}"));
+    assert_eq!(started["poll_after_ms"], 5000);
+    assert_eq!(run.structured.as_ref().unwrap()["result"], started);
+
+    let claim = project
+        .call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-1", "role": "backend"}),
+        )
+        .await;
+    let receipt = payload(&claim);
+    assert_eq!(receipt["granted"], true, "{}", claim.text);
+    assert_eq!(receipt["taskId"], task_id.as_str());
+    assert_eq!(receipt["specRevision"], "2026-07-28");
+    assert!(receipt["signature"].as_str().unwrap().len() > 40);
+
+    let refused = project
+        .call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-2", "role": "backend"}),
+        )
+        .await;
+    assert_eq!(payload(&refused)["granted"], false, "{}", refused.text);
+    assert_eq!(payload(&refused)["taskId"], "");
+
+    let message = project
+        .call(
+            "bernstein_post_message",
+            json!({"task_id": task_id, "sender": "worker-1", "body": "found the login route",
+                   "kind": "finding"}),
+        )
+        .await;
+    let entry = payload(&message);
+    assert_eq!(entry["seq"], 0, "{}", message.text);
+    assert_eq!(entry["prev_entry_hash"], "genesis");
+    assert!(
+        entry["entry_hash"]
+            .as_str()
+            .unwrap()
+            .starts_with("hmac-sha256:")
+    );
+    assert_eq!(entry["sender_card_fingerprint"], "unregistered");
+
+    let stranger = project
+        .call(
+            "bernstein_post_artifact",
+            json!({"task_id": task_id, "key": "report", "artifact_type": "report",
+                   "poster": "someone-else", "body": "# nope"}),
+        )
+        .await;
+    assert!(payload(&stranger)["error"].is_string(), "{}", stranger.text);
+
+    let artifact = project
+        .call(
+            "bernstein_post_artifact",
+            json!({"task_id": task_id, "key": "report", "artifact_type": "report",
+                   "poster": "worker-1", "body": "# Auth\n\nDone."}),
+        )
+        .await;
+    let record = payload(&artifact);
+    assert_eq!(record["version"], 1, "{}", artifact.text);
+    assert_eq!(record["verified"], true, "{}", artifact.text);
+    assert_eq!(record["content"]["body"], "# Auth\n\nDone.");
+
+    let complete = project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": task_id, "result_summary": "auth added"}),
+        )
+        .await;
+    let done = payload(&complete);
+    assert_eq!(done["status"], "done", "{}", complete.text);
+    assert_eq!(done["result_summary"], "auth added");
+
+    for id in [task_id.clone(), format!("task-{task_id}")] {
+        let status = project
+            .call("bernstein_run_status", json!({"run_id": id}))
+            .await;
+        let handle = payload(&status);
+        assert_eq!(handle["status"], "completed", "{}", status.text);
+        assert_eq!(handle["runId"], format!("task-{task_id}"));
+        assert_ne!(handle["journalHead"], "");
+        assert_ne!(handle["chainHead"], "");
+    }
+
+    let overview = project
+        .call("bernstein_status", json!({"status": "done"}))
+        .await;
+    let body = payload(&overview);
+    assert_eq!(body["counts"]["done"], 1, "{}", overview.text);
+    assert_eq!(
+        body["tasks"],
+        json!([{"id": task_id, "title": "Add auth to the API", "role": "backend", "status": "done"}])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_signs_off_a_held_result_only() {
+    let project = Project::new(config(false));
+    let created = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "t", "description": "d", "depends_on": []}),
+        )
+        .await;
+    let body = payload(&created);
+    assert_eq!(body["role"], "auto", "{}", created.text);
+    let id = body["id"].as_str().unwrap();
+    let refused = project
+        .call("bernstein_approve", json!({"task_id": id}))
+        .await;
+    assert_eq!(payload(&refused)["error"], "task_not_awaiting_approval");
+    assert_eq!(payload(&refused)["current_status"], "open");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scenarios_run_and_report() {
+    let project = Project::new(bernstein_tools::ToolConfig {
+        tier: bernstein_tools::Tier::All,
+        ..config(false)
+    });
+    let list = project
+        .call("bernstein_scenario", json!({"action": "list"}))
+        .await;
+    let scenarios = payload(&list);
+    assert_eq!(scenarios.as_array().unwrap().len(), 8);
+    let run = project
+        .call(
+            "bernstein_scenario",
+            json!({"scenario_id": "docs-sync", "pr_number": 12, "context": "nightly"}),
+        )
+        .await;
+    let handle = payload(&run);
+    assert_eq!(handle["task_count"], 3, "{}", run.text);
+    assert_eq!(handle["task_ids"].as_array().unwrap().len(), 3);
+    assert_eq!(handle["poll_after_ms"], 5000);
+    let orchestration = handle["orchestration_id"].as_str().unwrap();
+    assert!(orchestration.starts_with("scn-") && orchestration.len() == 16);
+    let status = project
+        .call(
+            "bernstein_scenario",
+            json!({"action": "status", "orchestration_id": orchestration}),
+        )
+        .await;
+    let body = payload(&status);
+    assert_eq!(body["task_count"], 3, "{}", status.text);
+    assert_eq!(body["status_counts"], json!({"open": 3}));
+    let alias = project
+        .call(
+            "bernstein_scenario_status",
+            json!({"orchestration_id": orchestration}),
+        )
+        .await;
+    assert_eq!(payload(&alias)["result"], body);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn subscribe_sees_a_new_task_or_times_out() {
+    let project = Project::new(config(true));
+    let timed_out = project
+        .call(
+            "bernstein_subscribe",
+            json!({"role": "qa", "timeout_seconds": 1}),
+        )
+        .await;
+    assert_eq!(
+        payload(&timed_out),
+        json!({"notifications": [], "timed_out": true})
+    );
+
+    let waiting = project.call(
+        "bernstein_subscribe",
+        json!({"role": "qa", "timeout_seconds": 30}),
+    );
+    let creating = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        project
+            .call(
+                "bernstein_create_task",
+                json!({"title": "check it", "description": "d", "role": "qa"}),
+            )
+            .await
+    };
+    let (notified, created) = tokio::join!(waiting, creating);
+    let id = payload(&created)["id"].clone();
+    assert_eq!(
+        payload(&notified),
+        json!({"notifications": [{"task_id": id, "title": "check it"}], "timed_out": false})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_call_returns_its_partial_work() {
+    let project = Project::new(config(true));
+    let ctx = project.ctx.clone();
+    ctx.cancel.cancel();
+    let outcome = project
+        .call_with(
+            &ctx,
+            "bernstein_subscribe",
+            json!({"role": "qa", "timeout_seconds": 30}),
+        )
+        .await;
+    assert!(outcome.cancelled);
+    assert!(!outcome.is_error);
+    assert_eq!(
+        outcome.partial,
+        [r#"{"status": "running", "tool": "bernstein_subscribe"}"#]
+    );
+    assert_eq!(
+        outcome.meter.as_ref().unwrap()["tool"],
+        "bernstein_subscribe"
+    );
+}
