@@ -1,0 +1,205 @@
+//! One session over `tokio::io::duplex`: initialize, tools, prompts, resources, tasks, a cancel
+//! reaching a running call, a malformed line, and a clean end at EOF.
+
+use std::collections::HashMap;
+
+use bernstein_journal::key::AuditKey;
+use bernstein_mcp_core::Dispatcher;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+struct Session {
+    to_server: Option<tokio::io::DuplexStream>,
+    from_server: tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Messages read while waiting for another id.
+    pending: Vec<Value>,
+    _dir: tempfile::TempDir,
+}
+
+impl Session {
+    fn start() -> Session {
+        let dir = tempfile::tempdir().unwrap();
+        let key = AuditKey::from_master_bytes(b"0123456789abcdef".repeat(4));
+        let dispatcher = Dispatcher::builder(dir.path())
+            .audit_key(key)
+            .build()
+            .unwrap();
+        let (client_in, server_out) = tokio::io::duplex(1 << 16);
+        let (server_in, client_out) = tokio::io::duplex(1 << 16);
+        let server = tokio::spawn(bernstein_stdio::serve(dispatcher, server_in, server_out));
+        Session {
+            to_server: Some(client_out),
+            from_server: BufReader::new(client_in).lines(),
+            server,
+            pending: Vec::new(),
+            _dir: dir,
+        }
+    }
+
+    async fn send_line(&mut self, line: &str) {
+        let input = self.to_server.as_mut().expect("input already closed");
+        input.write_all(line.as_bytes()).await.unwrap();
+        input.write_all(b"\n").await.unwrap();
+    }
+
+    /// Ends the server's input (EOF).
+    async fn close_input(&mut self) {
+        if let Some(mut input) = self.to_server.take() {
+            input.shutdown().await.unwrap();
+        }
+    }
+
+    async fn next_message(&mut self) -> Value {
+        let line = self
+            .from_server
+            .next_line()
+            .await
+            .unwrap()
+            .expect("server closed early");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"))
+    }
+
+    /// Reads until the response with `id` arrives; other messages are kept.
+    async fn response(&mut self, id: Value) -> Value {
+        if let Some(at) = self
+            .pending
+            .iter()
+            .position(|m| m.get("id") == Some(&id) && m.get("method").is_none())
+        {
+            return self.pending.remove(at);
+        }
+        loop {
+            let message = self.next_message().await;
+            if message.get("id") == Some(&id) && message.get("method").is_none() {
+                return message;
+            }
+            self.pending.push(message);
+        }
+    }
+
+    async fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        let line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        self.send_line(&line).await;
+        self.response(json!(id)).await
+    }
+}
+
+#[tokio::test]
+async fn a_whole_session_over_a_duplex() {
+    let mut session = Session::start();
+    let init = session
+        .request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "it", "version": "0"}}))
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    assert!(
+        init["result"]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("bernstein_run_status")
+    );
+    session
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+
+    let tools = session.request(2, "tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].as_array().unwrap().len() >= 3);
+
+    let status = session
+        .request(3, "tools/call", json!({"name": "bernstein_run_status", "arguments": {"run_id": "task-x"}, "_meta": {"progressToken": 7}}))
+        .await;
+    assert_eq!(status["result"]["isError"], false, "{status}");
+    let progress: Vec<&Value> = session
+        .pending
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(
+        progress.len(),
+        1,
+        "the tick precedes its response: {:?}",
+        session.pending
+    );
+    assert_eq!(progress[0]["params"]["progressToken"], 7);
+
+    let prompts = session.request(4, "prompts/list", json!({})).await;
+    assert_eq!(prompts["result"]["prompts"].as_array().unwrap().len(), 3);
+    let card = session
+        .request(
+            5,
+            "resources/read",
+            json!({"uri": "bernstein://capability"}),
+        )
+        .await;
+    assert_eq!(
+        card["result"]["contents"][0]["mimeType"],
+        "application/json"
+    );
+
+    let created = session
+        .request(
+            6,
+            "tools/call",
+            json!({"name": "bernstein_run", "arguments": {"goal": "over stdio"}, "task": {}}),
+        )
+        .await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let got = session
+        .request(7, "tasks/get", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(got["result"]["status"], "working");
+
+    // A long call and a cancel that reaches it while it runs; a ping is answered meanwhile.
+    session
+        .send_line(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+            "params": {"name": "bernstein_subscribe", "arguments": {"role": "qa", "timeout_seconds": 60}}}).to_string())
+        .await;
+    let pong = session.request(9, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    session
+        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":8,"reason":"user"}}"#)
+        .await;
+    let cancelled = session.response(json!(8)).await;
+    assert_eq!(cancelled["result"]["cancelled"], true, "{cancelled}");
+
+    // Malformed input is answered and the server keeps serving.
+    session.send_line("{this is not json").await;
+    let parse_error = session.response(Value::Null).await;
+    assert_eq!(parse_error["error"]["code"], -32700);
+    session.send_line("").await;
+    let after = session.request(10, "ping", json!({})).await;
+    assert_eq!(after["result"], json!({}));
+
+    // EOF: the server finishes cleanly and closes its output.
+    session.close_input().await;
+    let mut rest: HashMap<String, Value> = HashMap::new();
+    while let Some(line) = session.from_server.next_line().await.unwrap() {
+        rest.insert(line.clone(), serde_json::from_str(&line).unwrap());
+    }
+    assert!(rest.is_empty(), "nothing was owed: {rest:?}");
+    session.server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn eof_cancels_calls_still_running_and_flushes_their_answers() {
+    let mut session = Session::start();
+    session
+        .send_line(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "bernstein_subscribe", "arguments": {"role": "qa", "timeout_seconds": 60}}}).to_string())
+        .await;
+    // Make sure the call was accepted before the input ends.
+    assert_eq!(
+        session.request(2, "ping", json!({})).await["result"],
+        json!({})
+    );
+    session.close_input().await;
+    let answer = session.response(json!(1)).await;
+    assert_eq!(answer["result"]["cancelled"], true, "{answer}");
+    assert!(session.from_server.next_line().await.unwrap().is_none());
+    session.server.await.unwrap().unwrap();
+}
