@@ -344,3 +344,48 @@ fn cancelled_outcome(name: &str, meter: serde_json::Value) -> ToolOutcome {
         meter: Some(meter),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_answers_name_the_declared_value_as_written() {
+        let check = |name: &str, declared: &str, expect: &str| {
+            let value = PyValue::parse(declared).unwrap();
+            let outcome = timeout_outcome(name, &value);
+            assert_eq!(outcome.text, expect);
+            assert!(!outcome.is_error);
+            assert!(outcome.structured.is_none());
+        };
+        check(
+            "bernstein_subscribe",
+            "65",
+            r#"{"error": "tool bernstein_subscribe exceeded its declared timeout of 65s", "tool": "bernstein_subscribe", "timeoutSeconds": 65, "timeout": true}"#,
+        );
+        check(
+            "load_skill",
+            "30.0",
+            r#"{"error": "tool load_skill exceeded its declared timeout of 30.0s", "tool": "load_skill", "timeoutSeconds": 30.0, "timeout": true}"#,
+        );
+    }
+
+    #[test]
+    fn declared_timeouts_come_from_the_schema_files() {
+        let catalogue = Catalogue::new(&ToolConfig::default()).unwrap();
+        let timeouts: Vec<(&str, f64)> = catalogue
+            .tools()
+            .iter()
+            .filter_map(|t| t.timeout_seconds.map(|s| (t.name.as_str(), s)))
+            .collect();
+        assert_eq!(
+            timeouts,
+            [
+                ("bernstein_subscribe", 65.0),
+                ("bernstein_create_task", 30.0),
+                ("bernstein_post_artifact", 30.0),
+                ("load_skill", 30.0)
+            ]
+        );
+    }
+}

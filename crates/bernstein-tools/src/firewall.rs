@@ -664,6 +664,53 @@ mod tests {
         );
     }
 
+    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            "[ -~\\u{0}-\\u{1f}\\u{7f}-\\u{a0}é]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(14, 64, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z]{1,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// How far below `value` its deepest member sits (0 for a leaf or an empty container).
+    fn max_depth(value: &Value) -> usize {
+        match value {
+            Value::Object(map) => map.values().map(|v| 1 + max_depth(v)).max().unwrap_or(0),
+            Value::Array(items) => items.iter().map(|v| 1 + max_depth(v)).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    proptest::proptest! {
+        /// Any payload gets an answer (no panic), the depth rule fires exactly when something
+        /// sits deeper than ten levels, and a refusal always renders as the payload shape.
+        #[test]
+        fn the_firewall_answers_every_payload(inner in arbitrary_json()) {
+            let schema = json!({"type": "object"});
+            let v = validator(&schema);
+            let payload = json!({ "a": inner });
+            let deep = max_depth(&payload) > MAX_DEPTH;
+            let denied = deny_rules(&payload);
+            proptest::prop_assert_eq!(
+                denied.iter().any(|d| d.reason.starts_with("payload nesting exceeds depth 10")),
+                deep
+            );
+            if let Err(refusal) = check("t", &payload, &v, &schema) {
+                let text = refusal.payload_text();
+                proptest::prop_assert!(text.starts_with("{\"error\": \"payload"), "{}", text);
+            }
+        }
+    }
+
     #[test]
     fn nulls_are_dropped_at_the_top_only() {
         assert_eq!(

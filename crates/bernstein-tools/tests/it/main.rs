@@ -6,5 +6,6 @@ mod common;
 mod errors;
 mod firewall;
 mod listing;
+mod remote;
 mod run_status;
 mod worker_loop;
