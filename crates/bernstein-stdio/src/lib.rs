@@ -15,8 +15,11 @@
 //!   out of order and a long call never blocks a cancel or a ping;
 //! * every outgoing message is one line written whole, responses and progress notifications
 //!   alike, through a single writer;
-//! * at end of input every in-flight call is cancelled (each returns its partial work), the
-//!   remaining responses are written, and [`serve`] returns `Ok`.
+//! * at end of input no new message is read; the calls still in flight run to completion (each
+//!   is bounded by its own declared timeout), their responses are written, and [`serve`]
+//!   returns `Ok`. A client that piped its requests and closed its end still gets every answer;
+//!   one that wants a faster stop cancels first or signals the process, as the MCP stdio
+//!   shutdown sequence describes.
 //!
 //! It must not validate arguments, apply gates or touch the evidence files; stdout belongs to
 //! the protocol, so nothing here logs to it (logs go through `tracing`, which the binary points
@@ -93,11 +96,10 @@ where
             break Ok(());
         }
     };
-    let cancelled = scope.cancel_all();
-    if cancelled > 0 {
+    if scope.in_flight() > 0 {
         tracing::debug!(
-            cancelled,
-            "input ended; cancelled the calls still in flight"
+            in_flight = scope.in_flight(),
+            "input ended; finishing the calls still in flight"
         );
     }
     while let Some(joined) = calls.join_next().await {
