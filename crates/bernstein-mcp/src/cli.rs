@@ -9,11 +9,39 @@ use bernstein_journal::key::KeyLocator;
 use clap::{Args, Parser, Subcommand};
 
 /// bernstein-mcp: the Bernstein MCP server and offline evidence verifier.
+///
+/// Without a subcommand it serves MCP over stdio for the project in the current directory (or
+/// `--workdir`).
 #[derive(Debug, Parser)]
-#[command(name = "bernstein-mcp", version, about, long_about = None)]
+#[command(name = "bernstein-mcp", version, about, long_about = None, args_conflicts_with_subcommands = true)]
 pub(crate) struct Cli {
     #[command(subcommand)]
-    pub(crate) command: Command,
+    pub(crate) command: Option<Command>,
+    #[command(flatten)]
+    pub(crate) serve: ServeArgs,
+}
+
+/// How the default serve mode runs.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The project root to serve, the directory that holds (or will hold) `.sdd/`. Defaults to
+    /// the current directory.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) workdir: Option<PathBuf>,
+    /// Drive a running `bernstein serve` at this URL instead of the embedded task store.
+    /// Defaults to $BERNSTEIN_SERVER_URL; the bearer it needs comes from $BERNSTEIN_AUTH_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub(crate) server_url: Option<String>,
+    /// The tool tier: core, standard (the default) or all. Wins over $BERNSTEIN_MCP_TOOL_TIER.
+    #[arg(long, value_name = "TIER")]
+    pub(crate) mcp_tier: Option<String>,
+    /// The run whose journal anchors every served tool call (default `mcp-calls`).
+    #[arg(long, value_name = "RUN_ID")]
+    pub(crate) anchor_run: Option<String>,
+    /// The audit key file (created when missing). Defaults to $BERNSTEIN_AUDIT_KEY_PATH, then
+    /// $XDG_STATE_HOME/bernstein/audit.key, then ~/.local/state/bernstein/audit.key.
+    #[arg(long, value_name = "F")]
+    pub(crate) key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -33,6 +61,27 @@ pub(crate) enum AuditCommand {
     /// Exit status: 0 when the chain verifies (no hard error, no unacknowledged tear), 1 when it
     /// does not, 2 on a usage or setup error such as a missing or unsafe key.
     Verify(AuditVerifyArgs),
+    /// Print the MCP call order of a run, reconstructed from the audit chain alone.
+    ///
+    /// Verifies the chain, keeps the run's `mcp.stateless_call` entries, sorts them by
+    /// call_index and requires exactly 0..n-1. Exit status: 0 when all of that holds, 1 when
+    /// it does not (naming the failing entry), 2 on a usage or setup error.
+    Calls(AuditCallsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuditCallsArgs {
+    /// The anchoring run id (for example `mcp-calls`).
+    pub(crate) run_id: String,
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    /// The audit key file. Defaults to $BERNSTEIN_AUDIT_KEY_PATH, then
+    /// $XDG_STATE_HOME/bernstein/audit.key, then ~/.local/state/bernstein/audit.key.
+    #[arg(long, value_name = "F")]
+    pub(crate) key_file: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the human report.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -95,4 +144,14 @@ pub(crate) fn key_locator(explicit: Option<PathBuf>) -> KeyLocator {
         xdg_state_home: non_empty("XDG_STATE_HOME"),
         home: non_empty("HOME"),
     }
+}
+
+/// A non-empty environment variable.
+pub(crate) fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// An environment variable as set, empty values included (the toggles distinguish them).
+pub(crate) fn env_raw(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }

@@ -1,10 +1,13 @@
 //! The `bernstein-mcp` binary.
 //!
 //! `main` only parses the command line, sets up logging to stderr, runs the command and maps
-//! the outcome to an exit code: 0 verified, 1 verification failed, 2 usage or setup error. The
-//! work itself lives in the library crates.
+//! the outcome to an exit code: 0 verified (or served until input ended), 1 verification
+//! failed, 2 usage or setup error. With no subcommand it serves MCP over stdio. The work itself
+//! lives in the library crates.
 
+mod audit_calls;
 mod cli;
+mod serve;
 mod verify_cmds;
 
 use std::process::ExitCode;
@@ -18,13 +21,15 @@ enum Outcome {
     Verified,
     /// Something failed verification (exit 1).
     Failed,
+    /// The server ran until its input ended (exit 0).
+    Served,
 }
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging();
     match run(cli) {
-        Ok(Outcome::Verified) => ExitCode::SUCCESS,
+        Ok(Outcome::Verified | Outcome::Served) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
         Err(err) => {
             // A setup error (missing key, unreadable project) is a usage problem, not a verdict.
@@ -35,8 +40,12 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: cli::Cli) -> anyhow::Result<Outcome> {
-    match cli.command {
+    let Some(command) = cli.command else {
+        return serve::serve(cli.serve);
+    };
+    match command {
         cli::Command::Audit(cli::AuditCommand::Verify(args)) => verify_cmds::audit_verify(args),
+        cli::Command::Audit(cli::AuditCommand::Calls(args)) => audit_calls::audit_calls(args),
         cli::Command::Journal(cli::JournalCommand::Verify(args)) => {
             verify_cmds::journal_verify(args)
         }

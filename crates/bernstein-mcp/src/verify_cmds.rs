@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::Outcome;
 use crate::cli::{AuditVerifyArgs, JournalHandleArgs, JournalVerifyArgs, key_locator};
 
-fn sdd_dir(workdir: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn sdd_dir(workdir: &Path) -> anyhow::Result<PathBuf> {
     let sdd = workdir.join(".sdd");
     anyhow::ensure!(
         sdd.is_dir(),
@@ -168,11 +168,11 @@ fn journal_report_text(run_id: &str, report: &JournalVerification) -> String {
     out
 }
 
-fn print_json(value: &Value) -> anyhow::Result<()> {
+pub(crate) fn print_json(value: &Value) -> anyhow::Result<()> {
     print_text(&format!("{}\n", serde_json::to_string(value)?))
 }
 
-fn print_text(text: &str) -> anyhow::Result<()> {
+pub(crate) fn print_text(text: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     if !text.ends_with('\n') {

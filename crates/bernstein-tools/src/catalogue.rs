@@ -214,7 +214,7 @@ impl Catalogue {
         };
         let started = Timestamp::now();
         let clock = Instant::now();
-        let arguments = firewall::drop_nulls(arguments);
+        let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments));
         let refusal = firewall::check(name, &arguments, &entry.validator, &entry.schema).err();
         let args = match &arguments {
             serde_json::Value::Object(_) => match to_pyjson(&arguments) {
@@ -290,6 +290,43 @@ impl Catalogue {
                 }
             }
         }
+    }
+}
+
+/// Optional text arguments the reference treats as "not supplied" when empty: they are left
+/// out of validation and of the request, so an empty `reason` or `body` is not refused by a
+/// `minLength` meant for supplied values.
+const EMPTY_MEANS_ABSENT: [(&str, &[&str]); 3] = [
+    (
+        "bernstein_post_artifact",
+        &[
+            "body",
+            "url",
+            "link_kind",
+            "tool",
+            "tool_version",
+            "pinned_ruleset_or_feed_digest",
+            "invocation_argv_hash",
+            "target",
+        ],
+    ),
+    ("bernstein_cancel", &["reason"]),
+    ("bernstein_scenario", &["context"]),
+];
+
+fn drop_unsupplied(tool: &str, arguments: serde_json::Value) -> serde_json::Value {
+    let Some((_, keys)) = EMPTY_MEANS_ABSENT.iter().find(|(name, _)| *name == tool) else {
+        return arguments;
+    };
+    match arguments {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.into_iter()
+                .filter(|(key, value)| {
+                    !(keys.contains(&key.as_str()) && value.as_str() == Some(""))
+                })
+                .collect(),
+        ),
+        other => other,
     }
 }
 

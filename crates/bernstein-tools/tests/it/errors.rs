@@ -260,3 +260,96 @@ async fn empty_summary_fails_the_task() {
         .await;
     insta::assert_snapshot!(redact(&outcome.text, &id, "T1"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lineage_verification_works() {
+    let project = Project::new(bernstein_tools::ToolConfig {
+        tier: bernstein_tools::Tier::All,
+        ..config(false)
+    });
+    let outcome = project
+        .call(
+            "bernstein_verify_lineage",
+            json!({"artefact_path": "src/app.py"}),
+        )
+        .await;
+    insta::assert_snapshot!("verify_lineage_empty_log", outcome.text);
+    let alias = project
+        .call("verify_chain", json!({"artefact_path": "src/app.py"}))
+        .await;
+    assert_eq!(payload(&alias)["result"], payload(&outcome));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn empty_optional_text_counts_as_absent() {
+    let project = Project::new(config(false));
+    let id = task(&project, "t").await;
+    let outcome = project
+        .call("bernstein_cancel", json!({"task_id": id, "reason": ""}))
+        .await;
+    assert_eq!(payload(&outcome)["cancelled"], true, "{}", outcome.text);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn skills_are_served_as_text() {
+    let project = Project::new(config(false));
+    let index = project.call("load_skill", json!({})).await;
+    assert_eq!(index.text, bernstein_tools::skill_index_text());
+    let skills = payload(&index)["skills"].as_array().unwrap().clone();
+    assert_eq!(skills.len(), 16);
+    assert_eq!(skills[2]["name"], "backend");
+    let backend = project
+        .call(
+            "load_skill",
+            json!({"name": "backend", "script": "lint.sh"}),
+        )
+        .await;
+    let body = payload(&backend);
+    assert_eq!(
+        body["available_references"],
+        json!([
+            "python-conventions.md",
+            "test-patterns.md",
+            "error-handling.md"
+        ])
+    );
+    assert!(
+        body["script_content"]
+            .as_str()
+            .unwrap()
+            .starts_with("#!/bin/sh")
+    );
+    assert_eq!(body["error"], Value::Null);
+    assert_eq!(
+        skills[2]["content_hash"],
+        bernstein_journal::crypto::sha256_hex(body["body"].as_str().unwrap().as_bytes())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sealed_capsule_is_read_and_verified() {
+    use bernstein_journal::capsule::{ContextCapsule, SignedContextCapsule, write_capsule_record};
+    use bernstein_journal::identity::SigningIdentity;
+
+    let project = Project::new(config(false));
+    let identity = SigningIdentity::from_seed(&[7u8; 32]).unwrap();
+    let signed = SignedContextCapsule::seal(ContextCapsule::new("t1", "task-t1"), &identity);
+    write_capsule_record(project.root(), &signed).unwrap();
+    let outcome = project
+        .call("bernstein_task_capsule", json!({"task_id": "t1"}))
+        .await;
+    let body = payload(&outcome);
+    assert_eq!(body["capsule"]["task_id"], "t1", "{}", outcome.text);
+    assert!(body.get("verify").is_none());
+    let verified = project
+        .call(
+            "bernstein_context",
+            json!({"task_id": "t1", "verify": true}),
+        )
+        .await;
+    let report = &payload(&verified)["result"]["verify"];
+    // The capsule was never bound to the audit chain, so it cannot verify; the report says why.
+    assert_eq!(report["ok"], false, "{}", verified.text);
+    assert!(report["reason"].as_str().unwrap().len() > 3);
+    assert_eq!(report["is_mock"], false);
+}

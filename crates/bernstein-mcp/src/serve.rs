@@ -1,0 +1,99 @@
+//! The default mode: serve MCP over stdio for one project.
+//!
+//! Everything the server is configured with is read here, once, at start-up (this is the only
+//! crate that reads the environment):
+//!
+//! | source | effect |
+//! |---|---|
+//! | `--workdir` | the project root (default: the current directory) |
+//! | `--server-url`, else `BERNSTEIN_SERVER_URL` | drive that task server instead of the embedded store |
+//! | `BERNSTEIN_AUTH_TOKEN` | the bearer sent to that task server |
+//! | `--mcp-tier`, else `BERNSTEIN_MCP_TOOL_TIER` | the tool tier |
+//! | `BERNSTEIN_MCP_DEPRECATED_ALIASES` | deprecated aliases on/off |
+//! | `BERNSTEIN_MCP_COST_METER` | the `_meter` envelope on/off |
+//! | `BERNSTEIN_MCP_VALIDATION` | `permissive` demotes input-firewall failures |
+//! | `BERNSTEIN_LINEAGE_MCP_ENABLED` | the lineage tool (on by default on stdio) |
+//! | `BERNSTEIN_MCP_TOKEN` / `BERNSTEIN_MCP_AUTH_TOKEN`, `BERNSTEIN_MCP_OAUTH_ISSUER` | what the capability card reports about auth |
+//! | `--key-file`, `BERNSTEIN_AUDIT_KEY_PATH`, `XDG_STATE_HOME`, `HOME` | the audit key (created when missing, as the reference does at start-up) |
+//! | `--anchor-run` | the run every call is anchored in |
+//!
+//! Logs go to stderr; stdout carries nothing but protocol.
+
+use anyhow::Context;
+use bernstein_journal::key::AuditKey;
+use bernstein_mcp_core::{AuthPosture, BackendChoice, Dispatcher, TransportInfo};
+use bernstein_tools::config::{lineage_enabled, toggle_enabled};
+use bernstein_tools::{Tier, ToolConfig, Validation};
+
+use crate::Outcome;
+use crate::cli::{ServeArgs, env_raw, env_value, key_locator};
+
+pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
+    let workdir = match args.workdir {
+        Some(dir) => dir,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let workdir = std::path::absolute(&workdir)
+        .with_context(|| format!("cannot resolve {}", workdir.display()))?;
+    let tier = Tier::resolve(
+        args.mcp_tier.as_deref(),
+        env_raw("BERNSTEIN_MCP_TOOL_TIER").as_deref(),
+    )?;
+    let tool_config = ToolConfig {
+        tier,
+        aliases_enabled: toggle_enabled(env_raw("BERNSTEIN_MCP_DEPRECATED_ALIASES").as_deref()),
+        cost_meter: toggle_enabled(env_raw("BERNSTEIN_MCP_COST_METER").as_deref()),
+        validation: Validation::from_setting(env_raw("BERNSTEIN_MCP_VALIDATION").as_deref()),
+        lineage_enabled: lineage_enabled(env_raw("BERNSTEIN_LINEAGE_MCP_ENABLED").as_deref(), true),
+    };
+    let key = AuditKey::load_or_create(&key_locator(args.key_file))
+        .context("cannot load or create the audit key")?;
+    let backend = match args
+        .server_url
+        .or_else(|| env_value("BERNSTEIN_SERVER_URL"))
+    {
+        Some(url) => BackendChoice::Remote {
+            url,
+            bearer_token: env_value("BERNSTEIN_AUTH_TOKEN"),
+        },
+        None => BackendChoice::Embedded,
+    };
+    let auth = AuthPosture {
+        bearer_token_configured: env_value("BERNSTEIN_MCP_TOKEN")
+            .or_else(|| env_value("BERNSTEIN_MCP_AUTH_TOKEN"))
+            .is_some(),
+        oauth_issuer: env_value("BERNSTEIN_MCP_OAUTH_ISSUER")
+            .map(|issuer| issuer.trim().trim_end_matches('/').to_owned())
+            .filter(|issuer| !issuer.is_empty()),
+    };
+    let mut builder = Dispatcher::builder(&workdir)
+        .backend(backend)
+        .audit_key(key)
+        .home_dir(env_value("HOME"))
+        .tool_config(tool_config)
+        .auth(auth)
+        .transports(vec![TransportInfo::Stdio {
+            command: "bernstein-mcp".to_owned(),
+            default: true,
+        }]);
+    if let Some(run_id) = args.anchor_run {
+        builder = builder.anchor_run_id(run_id);
+    }
+    let dispatcher = builder
+        .build()
+        .with_context(|| format!("cannot serve the project at {}", workdir.display()))?;
+    tracing::info!(
+        workdir = %workdir.display(),
+        tier = tier.as_str(),
+        "serving MCP on stdio"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let served = runtime.block_on(bernstein_stdio::serve_stdio(dispatcher));
+    // A stdin read parked on the blocking pool cannot be interrupted; do not wait for it.
+    runtime.shutdown_background();
+    served.context("reading stdin failed")?;
+    Ok(Outcome::Served)
+}

@@ -1,0 +1,207 @@
+//! The default serve mode driven as a host drives it (stdin/stdout of the real binary), and
+//! `audit calls` reading the call order those calls left in the chain.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::run;
+
+/// Runs `bernstein-mcp [args]` in `project` with `lines` on stdin; returns the exit code and
+/// the stdout lines parsed as JSON.
+fn serve(
+    home: &Path,
+    project: &Path,
+    args: &[&str],
+    lines: &[String],
+) -> (i32, Vec<Value>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bernstein-mcp"))
+        .args(args)
+        .current_dir(project)
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for line in lines {
+            stdin.write_all(line.as_bytes()).unwrap();
+            stdin.write_all(b"\n").unwrap();
+        }
+    }
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let messages = stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("stdout is not protocol ({e}): {line}"))
+        })
+        .collect();
+    (
+        output.status.code().unwrap_or(-1),
+        messages,
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn request(id: i64, method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+fn by_id(messages: &[Value], id: i64) -> &Value {
+    messages
+        .iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no response {id} in {messages:?}"))
+}
+
+#[test]
+fn serves_stdio_until_eof_and_the_call_order_is_provable() {
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut lines = vec![request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+    )];
+    for i in 0..4 {
+        lines.push(request(
+            10 + i,
+            "tools/call",
+            json!({"name": "bernstein_run_status", "arguments": {"run_id": format!("run-{i}")}}),
+        ));
+    }
+    lines.push("not json at all".to_owned());
+    lines.push(request(20, "ping", json!({})));
+    let (code, messages, stderr) = serve(home.path(), &project, &[], &lines);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        by_id(&messages, 1)["result"]["serverInfo"]["name"],
+        "bernstein"
+    );
+    for i in 0..4 {
+        assert_eq!(by_id(&messages, 10 + i)["result"]["isError"], false);
+    }
+    assert!(messages.iter().any(|m| m["error"]["code"] == -32700));
+    assert_eq!(by_id(&messages, 20)["result"], json!({}));
+    // The key was created where the reference creates it.
+    let key = home.path().join("state/bernstein/audit.key");
+    assert!(key.is_file());
+
+    let workdir = project.to_str().unwrap();
+    let key_arg = key.to_str().unwrap();
+    let out = run(
+        &[
+            "audit",
+            "calls",
+            "mcp-calls",
+            "--workdir",
+            workdir,
+            "--key-file",
+            key_arg,
+            "--json",
+        ],
+        home.path(),
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let order: Value = serde_json::from_str(&out.stdout).unwrap();
+    let indices: Vec<i64> = order["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["call_index"].as_i64().unwrap())
+        .collect();
+    assert_eq!(indices, vec![0, 1, 2, 3]);
+    let spans: Vec<&Value> = (0..4)
+        .map(|i| &by_id(&messages, 10 + i)["result"]["structuredContent"]["_meter"]["call_id"])
+        .collect();
+    for (call, span) in order["calls"].as_array().unwrap().iter().zip(spans) {
+        assert_eq!(&call["span_id"], span);
+    }
+
+    // Tamper with the entry of call 1: the command fails, naming that entry.
+    let audit = project.join(".sdd/audit");
+    let segment = std::fs::read_dir(&audit)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&segment).unwrap();
+    let mut rows: Vec<String> = text.lines().map(str::to_owned).collect();
+    let target = rows
+        .iter()
+        .position(|l| l.contains("\"call_index\": 1,"))
+        .unwrap();
+    rows[target] = rows[target].replace("\"method\": \"tools/call\"", "\"method\": \"tools/CALL\"");
+    std::fs::write(&segment, rows.join("\n") + "\n").unwrap();
+    let out = run(
+        &[
+            "audit",
+            "calls",
+            "mcp-calls",
+            "--workdir",
+            workdir,
+            "--key-file",
+            key_arg,
+        ],
+        home.path(),
+    );
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let name = segment.file_name().unwrap().to_str().unwrap();
+    assert!(
+        out.stdout
+            .contains(&format!("{name}:{}: HMAC mismatch", target + 1)),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("call_index 1 has no verified entry"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn serve_flags_and_environment() {
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    let lines = vec![request(1, "tools/list", json!({}))];
+    let workdir = project.to_str().unwrap();
+    let (code, messages, stderr) = serve(
+        home.path(),
+        home.path(),
+        &["--workdir", workdir, "--mcp-tier", "core"],
+        &lines,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let names: Vec<&str> = by_id(&messages, 1)["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["bernstein_run", "bernstein_status", "bernstein_run_status"]
+    );
+    assert!(
+        project.join(".sdd").is_dir(),
+        "the project under --workdir is served"
+    );
+
+    let (code, _, stderr) = serve(home.path(), home.path(), &["--mcp-tier", "everything"], &[]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("Unknown MCP tool tier 'everything'"),
+        "{stderr}"
+    );
+}
