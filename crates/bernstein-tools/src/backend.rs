@@ -582,10 +582,7 @@ impl Backend {
                 let row = self.get_task(id).await?;
                 let key = self.require_key("an artifact post")?.clone();
                 let root = store.workdir().to_path_buf();
-                let holder = match store.get_task(&task_id) {
-                    Ok(task) => task.claimed_by,
-                    Err(_) => None,
-                };
+                let store = store.clone();
                 let body = body.clone();
                 let poster = poster.to_owned();
                 let id = id.to_owned();
@@ -596,7 +593,13 @@ impl Backend {
                 };
                 let status = row_status(&row);
                 run_blocking(move || {
-                    let holder = holder.or_else(|| pending_backlog_claimer(&root, &id, &status));
+                    // The store's claim holder, or a claim receipt's claimer the store has not
+                    // adopted yet.
+                    let holder = store
+                        .get_task(&task_id)
+                        .ok()
+                        .and_then(|task| task.claimed_by)
+                        .or_else(|| pending_backlog_claimer(&root, &id, &status));
                     post_artifact_blocking(
                         &root,
                         key,
