@@ -140,6 +140,7 @@ fn check_manifests() -> Vec<String> {
                         || line.starts_with("autotests")
                         || line.starts_with("harness")
                         || line.contains(".workspace = true")
+                        || line.contains("{ workspace = true")
                         || line.starts_with("workspace = true");
                     if dep_line && !is_section_key {
                         problems.push(format!(
