@@ -52,6 +52,88 @@ pub(crate) enum Command {
     /// Run-journal commands.
     #[command(subcommand)]
     Journal(JournalCommand),
+    /// Claimable-backlog commands.
+    #[command(subcommand)]
+    Backlog(BacklogCommand),
+    /// Context-capsule commands.
+    #[command(subcommand)]
+    Capsule(CapsuleCommand),
+    /// Run every offline verifier over the project and print one report with a section per kind:
+    /// audit chain, run journals and their handles, mailbox (alone and against the chain), the
+    /// claim receipts given, artifacts with blobs and spines, the lineage log, capsules, plans.
+    ///
+    /// Exit status: 0 when everything verifies, 1 when anything fails, 2 on a usage or setup
+    /// error.
+    Verify(ProjectVerifyArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BacklogCommand {
+    /// Verify a signed claim receipt offline: the backlog head re-projected from the backlog (or
+    /// from the snapshot a task-store receipt carries), the Ed25519 signature, the audit chain,
+    /// and for a grant the `task.claim_receipt` event that recorded it.
+    ///
+    /// Exit status: 0 verified, 1 failed, 2 usage or setup error.
+    VerifyClaim(VerifyClaimArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct VerifyClaimArgs {
+    /// The receipt JSON (a bare receipt, or a tool result with the receipt under `result`).
+    #[arg(long, value_name = "R")]
+    pub(crate) receipt: PathBuf,
+    /// The backlog file. Defaults to `<workdir>/.sdd/runtime/task-backlog.json`.
+    #[arg(long, value_name = "B")]
+    pub(crate) backlog: Option<PathBuf>,
+    /// The audit directory. Defaults to `<workdir>/.sdd/audit`.
+    #[arg(long, value_name = "D")]
+    pub(crate) audit_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    /// The audit key file (see `audit verify`).
+    #[arg(long, value_name = "F")]
+    pub(crate) key_file: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the human report.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum CapsuleCommand {
+    /// Verify a task's signed context capsule: its signature (a mock capsule is reported as
+    /// mock and never OK), its `context.capsule` audit anchor and its run journal.
+    ///
+    /// Exit status: 0 verified, 1 failed, 2 usage or setup error.
+    Verify(CapsuleVerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CapsuleVerifyArgs {
+    /// The task whose capsule to verify.
+    pub(crate) task_id: String,
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    /// The audit key file (see `audit verify`).
+    #[arg(long, value_name = "F")]
+    pub(crate) key_file: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the human report.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ProjectVerifyArgs {
+    #[command(flatten)]
+    pub(crate) project: ProjectArgs,
+    /// A claim receipt to verify as well; repeat for several.
+    #[arg(long, value_name = "R")]
+    pub(crate) receipt: Vec<PathBuf>,
+    /// The audit key file (see `audit verify`).
+    #[arg(long, value_name = "F")]
+    pub(crate) key_file: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the human report.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,7 @@
 
 mod audit_calls;
 mod cli;
+mod project_verify;
 mod serve;
 mod verify_cmds;
 
@@ -52,6 +53,28 @@ fn run(cli: cli::Cli) -> anyhow::Result<Outcome> {
         cli::Command::Journal(cli::JournalCommand::Handle(args)) => {
             verify_cmds::journal_handle(args)
         }
+        cli::Command::Backlog(cli::BacklogCommand::VerifyClaim(args)) => {
+            verify_cmds::backlog_verify_claim(
+                &args.receipt,
+                args.backlog,
+                args.audit_dir,
+                &args.project.workdir,
+                args.key_file,
+                args.json,
+            )
+        }
+        cli::Command::Capsule(cli::CapsuleCommand::Verify(args)) => verify_cmds::capsule_verify(
+            &args.task_id,
+            &args.project.workdir,
+            args.key_file,
+            args.json,
+        ),
+        cli::Command::Verify(args) => verify_cmds::project_verify(
+            &args.project.workdir,
+            &args.receipt,
+            args.key_file,
+            args.json,
+        ),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The offline verification commands: `audit verify`, `journal verify`, `journal handle`.
+//! The offline verification commands: `audit verify`, `journal verify`, `journal handle`,
+//! `backlog verify-claim`, `capsule verify` and `verify` (the whole project).
 //!
 //! Each renders a library report either for people (default) or as one stable JSON object on
 //! stdout (`--json`). The JSON shapes are part of the interface: scripts depend on them, and the
@@ -8,10 +9,16 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bernstein_journal::audit::{self, Finding, Tear, VerifyProgress, VerifyReport};
+use bernstein_journal::audit::{self, AuditChain, Finding, Tear, VerifyProgress, VerifyReport};
+use bernstein_journal::capsule::verify_context_capsule;
+use bernstein_journal::claim::{
+    ClaimReceipt, backlog_path, read_backlog, verify_claim_receipt_against_backlog,
+    verify_task_store_claim_receipt,
+};
 use bernstein_journal::handle;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{self, JournalVerification};
+use bernstein_protocol::pyjson::{Dialect, Object, Value as PyValue};
 use serde_json::{Value, json};
 
 use crate::Outcome;
@@ -223,4 +230,148 @@ impl ProgressBar {
             let _ = stderr.flush();
         }
     }
+}
+
+/// Reads a JSON object from `path`, unwrapping a tool-result envelope (`{"result": …}`).
+fn read_wire_object(path: &Path) -> anyhow::Result<Object> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value = PyValue::parse(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let object = value
+        .as_object()
+        .cloned()
+        .with_context(|| format!("{} is not a JSON object", path.display()))?;
+    Ok(match object.get("result").and_then(PyValue::as_object) {
+        Some(inner) => inner.clone(),
+        None => object,
+    })
+}
+
+/// `backlog verify-claim`: checks a claim receipt offline against the on-disk backlog (or the
+/// snapshot a task-store receipt carries) and the audit chain.
+pub(crate) fn backlog_verify_claim(
+    receipt_path: &Path,
+    backlog: Option<PathBuf>,
+    audit_dir: Option<PathBuf>,
+    workdir: &Path,
+    key_file: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    let wire = read_wire_object(receipt_path)?;
+    let receipt = ClaimReceipt::from_wire(&wire)?;
+    let key = AuditKey::load(&key_locator(key_file)).context("cannot load the audit key")?;
+    let sdd = workdir.join(".sdd");
+    let chain = AuditChain::open(audit_dir.unwrap_or_else(|| sdd.join("audit")), key);
+    let report = if receipt.backlog_snapshot.is_some() {
+        verify_task_store_claim_receipt(&receipt, &chain)
+    } else {
+        let backlog = backlog.unwrap_or_else(|| backlog_path(workdir));
+        let entries = read_backlog(&backlog)?;
+        verify_claim_receipt_against_backlog(&receipt, &entries, &chain)
+    };
+    if as_json {
+        print_text(&PyValue::Object(report.to_object()).dumps(Dialect::PY_SPACED))?;
+    } else {
+        let verdict = if report.ok() { "OK" } else { "FAILED" };
+        let mut out = format!(
+            "claim receipt {}: {verdict} ({})\n",
+            if report.task_id.is_empty() {
+                "(refusal)"
+            } else {
+                report.task_id.as_str()
+            },
+            if report.granted { "granted" } else { "refused" }
+        );
+        for finding in &report.findings {
+            out.push_str(&format!(
+                "  {}: {}\n",
+                finding.check.as_str(),
+                finding.message
+            ));
+        }
+        print_text(&out)?;
+    }
+    Ok(if report.ok() {
+        Outcome::Verified
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// `capsule verify`: checks a task's signed context capsule (signature, chain anchor, journal).
+pub(crate) fn capsule_verify(
+    task_id: &str,
+    workdir: &Path,
+    key_file: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    let sdd = sdd_dir(workdir)?;
+    let key = AuditKey::load(&key_locator(key_file)).context("cannot load the audit key")?;
+    let chain = AuditChain::open(sdd.join("audit"), key);
+    let report = verify_context_capsule(workdir, &chain, task_id)?;
+    if as_json {
+        print_text(&PyValue::Object(report.to_wire()).dumps(Dialect::PY_SPACED))?;
+    } else {
+        let mut out = format!(
+            "context capsule {task_id}: {}{}\n",
+            if report.ok { "OK" } else { "FAILED" },
+            if report.is_mock {
+                " (mock capsule: never OK)"
+            } else {
+                ""
+            }
+        );
+        if !report.reason.is_empty() {
+            out.push_str(&format!("  {}\n", report.reason));
+        }
+        print_text(&out)?;
+    }
+    Ok(if report.ok {
+        Outcome::Verified
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// `verify`: every verifier over the project, one report.
+pub(crate) fn project_verify(
+    workdir: &Path,
+    receipts: &[PathBuf],
+    key_file: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<Outcome> {
+    sdd_dir(workdir)?;
+    let key = AuditKey::load(&key_locator(key_file)).context("cannot load the audit key")?;
+    let sections = crate::project_verify::verify_project(workdir, &key, receipts);
+    let ok = sections.iter().all(|s| s.ok);
+    if as_json {
+        let report = crate::project_verify::report_object(&sections);
+        print_text(&PyValue::Object(report).dumps(Dialect::PY_ROW))?;
+    } else {
+        let mut out = format!(
+            "project {}: {}\n",
+            workdir.display(),
+            if ok { "OK" } else { "FAILED" }
+        );
+        for section in &sections {
+            let state = match (section.ok, section.present) {
+                (true, true) => "ok",
+                (true, false) => "ok (nothing to check)",
+                (false, _) => "FAILED",
+            };
+            out.push_str(&format!("  {:<12} {state}\n", section.name));
+            for problem in &section.problems {
+                out.push_str(&format!("    {problem}\n"));
+            }
+            for note in &section.notes {
+                out.push_str(&format!("    note: {note}\n"));
+            }
+        }
+        print_text(&out)?;
+    }
+    Ok(if ok {
+        Outcome::Verified
+    } else {
+        Outcome::Failed
+    })
 }

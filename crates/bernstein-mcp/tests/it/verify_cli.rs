@@ -267,3 +267,145 @@ fn snapshot_tree(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// Runs a subcommand on a scratch copy of a vector with the vector audit key, from inside the
+/// project (receipt paths are given relative to it).
+fn run_in(scratch: &Scratch, args: &[&str]) -> crate::support::Run {
+    let project = scratch.project();
+    let key = scratch.key();
+    let mut full: Vec<&str> = args.to_vec();
+    full.extend([
+        "--workdir",
+        project.to_str().unwrap(),
+        "--key-file",
+        key.to_str().unwrap(),
+    ]);
+    run(&full, scratch.dir.path())
+}
+
+#[test]
+fn backlog_verify_claim_gives_the_reference_verdict_per_receipt() {
+    let scratch = Scratch::of("claim", "audit.key");
+    let oracle = json(&std::fs::read_to_string(vector("oracle/claim.json")).unwrap());
+    let verdicts = oracle["receipts"]["receipts"].as_object().unwrap();
+    assert!(verdicts.len() >= 3);
+    for (name, verdict) in verdicts {
+        let file = name.rsplit('/').next().unwrap();
+        let receipt = scratch.project().join(file);
+        let out = run_in(
+            &scratch,
+            &[
+                "backlog",
+                "verify-claim",
+                "--json",
+                "--receipt",
+                receipt.to_str().unwrap(),
+            ],
+        );
+        let ok = verdict["ok"].as_bool().unwrap();
+        assert_eq!(
+            out.code,
+            if ok { 0 } else { 1 },
+            "{file}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        let report = json(&out.stdout);
+        assert_eq!(report["ok"], ok, "{file}");
+        assert_eq!(report["reason"], verdict["reason"], "{file}");
+    }
+    // A receipt whose backlog head was tampered with fails too, at the backlog check.
+    let receipt = scratch.project().join("receipt_tampered_backloghead.json");
+    let out = run_in(
+        &scratch,
+        &[
+            "backlog",
+            "verify-claim",
+            "--receipt",
+            receipt.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("backlog"), "{}", out.stdout);
+    // A receipt that is not JSON is a usage error.
+    let bogus = scratch.dir.path().join("bogus.json");
+    std::fs::write(&bogus, "not json").unwrap();
+    let out = run_in(
+        &scratch,
+        &[
+            "backlog",
+            "verify-claim",
+            "--receipt",
+            bogus.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+#[test]
+fn capsule_verify_reports_real_mock_and_tampered_capsules() {
+    let check = |case: &str, task: &str, ok: bool, is_mock: bool| {
+        let scratch = Scratch::of(case, "audit.key");
+        let out = run_in(&scratch, &["capsule", "verify", task, "--json"]);
+        assert_eq!(
+            out.code,
+            if ok { 0 } else { 1 },
+            "{case}/{task}: {}{}",
+            out.stdout,
+            out.stderr
+        );
+        let report = json(&out.stdout);
+        assert_eq!(report["ok"], ok, "{case}/{task}");
+        assert_eq!(report["is_mock"], is_mock, "{case}/{task}");
+    };
+    check("capsule", "t-42", true, false);
+    check("capsule", "t-mock", false, true);
+    check("capsule_tampered", "t-42", false, false);
+    let scratch = Scratch::of("capsule", "audit.key");
+    let out = run_in(&scratch, &["capsule", "verify", "../escape"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+#[test]
+fn project_verify_matches_the_reference_verdict_on_every_vector_tree() {
+    // (vector, receipts to pass, expected verdict). The reference's `verify_dir.py` verdicts are
+    // in `fixtures/vectors/oracle/`; tampered trees fail, clean ones pass.
+    let cases: &[(&str, &[&str], bool)] = &[
+        ("mailbox", &[], true),
+        ("mailbox_tampered", &[], false),
+        ("artifacts", &[], true),
+        ("artifacts_tampered", &[], false),
+        ("capsule", &[], true),
+        ("capsule_tampered", &[], false),
+        ("plan", &[], true),
+        ("journal/completed_run", &[], true),
+        ("journal/completed_run_tampered", &[], false),
+        (
+            "claim",
+            &["receipt_granted.json", "receipt_refused.json"],
+            true,
+        ),
+        (
+            "claim",
+            &["receipt_granted.json", "receipt_tampered_chainhead.json"],
+            false,
+        ),
+    ];
+    for (case, receipts, ok) in cases {
+        let scratch = Scratch::of(case, "audit.key");
+        let receipt_paths: Vec<String> = receipts
+            .iter()
+            .map(|r| scratch.project().join(r).display().to_string())
+            .collect();
+        let mut args = vec!["verify", "--json"];
+        for path in &receipt_paths {
+            args.extend(["--receipt", path.as_str()]);
+        }
+        let out = run_in(&scratch, &args);
+        let report = json(&out.stdout);
+        assert_eq!(report["ok"], *ok, "{case} {receipts:?}: {}", out.stdout);
+        assert_eq!(out.code, if *ok { 0 } else { 1 }, "{case}");
+        let sections: Vec<&String> = report["sections"].as_object().unwrap().keys().collect();
+        assert_eq!(sections.len(), 8, "{case}: {sections:?}");
+    }
+}
