@@ -6,6 +6,12 @@
 //! * `bench`: the benchmarks, side by side with the reference when it is installed;
 //! * `interop`: feeds trees written by bernstein-mcp to the reference's own verifiers.
 
+#![allow(
+    clippy::print_stderr,
+    clippy::print_stdout,
+    reason = "xtask is a command-line tool that reports to its terminal"
+)]
+
 mod bench;
 mod interop;
 mod tidy;
