@@ -3,6 +3,7 @@
 //! Project automation for bernstein-mcp, run as `cargo xtask <command>`:
 //!
 //! * `tidy`: repository hygiene and crate layering (also run by `cargo test`);
+//! * `codegen [--check]`: generated docs (`docs/tools.md`) from the live tool catalogue;
 //! * `bench`: the benchmarks, side by side with the reference when it is installed;
 //! * `interop`: feeds trees written by bernstein-mcp to the reference's own verifiers.
 
@@ -13,6 +14,7 @@
 )]
 
 mod bench;
+mod codegen;
 mod interop;
 mod tidy;
 
@@ -24,9 +26,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("tidy") => tidy::run(),
         Some("bench") => bench::run(&args[1..]),
+        Some("codegen") => codegen::run(&args[1..]),
         Some("interop") => interop::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <tidy | bench [NAME] | interop>");
+            eprintln!("usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | interop>");
             return ExitCode::from(2);
         }
     };
