@@ -551,9 +551,9 @@ impl Dispatcher {
             .tools()
             .iter()
             .map(|spec| {
-                crate::convert::to_json(&bernstein_protocol::pyjson::Value::Object(
-                    spec.to_list_entry(),
-                ))
+                bernstein_protocol::pyjson::Value::to_serde(
+                    &bernstein_protocol::pyjson::Value::Object(spec.to_list_entry()),
+                )
             })
             .collect();
         json!({"tools": tools})

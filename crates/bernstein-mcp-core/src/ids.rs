@@ -9,8 +9,6 @@ use bernstein_journal::crypto::sha256_hex;
 use bernstein_protocol::pyjson::{Dialect, Object, Value as PyValue};
 use serde_json::Value as JsonValue;
 
-use crate::convert::to_py;
-
 /// Domain of the run's trace id.
 pub const TRACE_DOMAIN: &str = "mcp.trace";
 /// Domain of an anchored call's span id.
@@ -130,8 +128,8 @@ pub fn request_span_id(message: &JsonValue) -> String {
     {
         return parent.parent_id;
     }
-    let id = message.get("id").map_or(PyValue::Null, to_py);
-    let method = message.get("method").map_or(PyValue::Null, to_py);
+    let id = message.get("id").map_or(PyValue::Null, PyValue::from);
+    let method = message.get("method").map_or(PyValue::Null, PyValue::from);
     let params = params.map_or(PyValue::Object(Object::new()), without_meta);
     hashed_id(
         REQUEST_DOMAIN,
@@ -145,7 +143,7 @@ pub fn request_span_id(message: &JsonValue) -> String {
 
 /// The params as Python-JSON, with the `_meta` member removed from an object.
 fn without_meta(params: &JsonValue) -> PyValue {
-    match to_py(params) {
+    match PyValue::from(params) {
         PyValue::Object(mut object) => {
             object.remove("_meta");
             PyValue::Object(object)

@@ -28,7 +28,6 @@
 
 pub mod anchor;
 pub mod card;
-mod convert;
 mod dispatcher;
 mod error;
 pub mod ids;

@@ -30,7 +30,6 @@ use bernstein_tools::Backend;
 use rmcp::model::{Task, TaskStatus};
 use serde_json::{Map, Value as JsonValue, json};
 
-use crate::convert::to_json;
 use crate::jsonrpc::RpcError;
 
 /// Every task row's TTL: 24 hours.
@@ -98,7 +97,7 @@ impl TaskView {
         };
         json!({
             "content": [{"type": "text", "text": text}],
-            "structuredContent": to_json(&PyValue::Object(self.handle.to_wire_object())),
+            "structuredContent": PyValue::Object(self.handle.to_wire_object()).to_serde(),
             "isError": is_error,
         })
     }

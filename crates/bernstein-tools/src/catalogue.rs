@@ -13,7 +13,7 @@ use crate::config::{ToolConfig, Validation};
 use crate::context::ToolContext;
 use crate::envelope::{Meter, alias_wrapper, envelope};
 use crate::error::Error;
-use crate::firewall::{self, to_pyjson, to_serde};
+use crate::firewall;
 use crate::outcome::ToolOutcome;
 use crate::output;
 use crate::registry::{ALIASES, AliasDef, TOOLS, ToolDef};
@@ -97,7 +97,7 @@ impl Catalogue {
                 continue;
             }
             let ordered = parse_schema(def.name, def.schema)?;
-            let schema = to_serde(&ordered);
+            let schema = ordered.to_serde();
             let validator = compile(def.name, &schema)?;
             let ordered_object = ordered.as_object().cloned().unwrap_or_default();
             let description = ordered_object
@@ -111,7 +111,7 @@ impl Catalogue {
                 title: None,
                 description,
                 input_schema: schema.clone(),
-                output_schema: Some(to_serde(&ordered_output)),
+                output_schema: Some(ordered_output.to_serde()),
                 task_support: def.task_support,
                 annotations: def.annotations,
                 timeout_seconds: timeout_of(&ordered).map(|(_, s)| s),
@@ -135,7 +135,7 @@ impl Catalogue {
                     continue;
                 }
                 let ordered = parse_schema(alias.name, alias.schema)?;
-                let schema = to_serde(&ordered);
+                let schema = ordered.to_serde();
                 let validator = compile(alias.name, &schema)?;
                 entries.insert(
                     alias.name,
@@ -217,7 +217,7 @@ impl Catalogue {
         let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments));
         let refusal = firewall::check(name, &arguments, &entry.validator, &entry.schema).err();
         let args = match &arguments {
-            serde_json::Value::Object(_) => match to_pyjson(&arguments) {
+            serde_json::Value::Object(_) => match PyValue::from(&arguments) {
                 PyValue::Object(object) => object,
                 _ => Object::new(),
             },
@@ -264,7 +264,7 @@ impl Catalogue {
             latency_ms: clock.elapsed().as_secs_f64() * 1000.0,
             started,
         };
-        let meter_value = to_serde(&PyValue::Object(meter.to_object()));
+        let meter_value = PyValue::Object(meter.to_object()).to_serde();
         match result {
             None => cancelled_outcome(name, meter_value),
             Some(Err(declared)) => timeout_outcome(name, &declared),

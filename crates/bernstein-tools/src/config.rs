@@ -6,7 +6,7 @@
 //! `BERNSTEIN_MCP_VALIDATION` and `BERNSTEIN_LINEAGE_MCP_ENABLED` and hands the raw values to the
 //! parsers here, so every surface interprets them the same way.
 
-use bernstein_journal::run_journal::python_str_repr;
+use bernstein_protocol::pyrepr::python_str_repr;
 
 use crate::error::Error;
 

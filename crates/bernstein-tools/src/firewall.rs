@@ -20,7 +20,7 @@
 
 use std::fmt::Write as _;
 
-use bernstein_protocol::pyjson::{Dialect, Object, Value as PyValue, python_float_repr};
+use bernstein_protocol::pyjson::{Dialect, Object, Value as PyValue};
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde_json::Value;
 
@@ -174,7 +174,7 @@ fn python_dumps_utf8_len(value: &Value) -> usize {
         compact: false,
         ensure_ascii: false,
     };
-    to_pyjson(value).dumps(dialect).len()
+    PyValue::from(value).dumps(dialect).len()
 }
 
 /// The first depth below the payload at which the limit is exceeded (leaves count too), in
@@ -414,110 +414,11 @@ fn dependency_owner(
 }
 
 /// Python's `repr(str)`.
-pub(crate) fn python_str_repr(text: &str) -> String {
-    bernstein_journal::run_journal::python_str_repr(text)
-}
+pub(crate) use bernstein_protocol::pyrepr::python_str_repr;
 
-/// Python's `repr` of the value `json.loads` would produce.
+/// Python's `repr` of the value `json.loads` would produce for a wire value.
 pub(crate) fn python_repr(value: &Value) -> String {
-    let mut out = String::new();
-    write_repr(&mut out, value);
-    out
-}
-
-fn write_repr(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                let _ = write!(out, "{i}");
-            } else if let Some(u) = n.as_u64() {
-                let _ = write!(out, "{u}");
-            } else if let Some(f) = n.as_f64() {
-                out.push_str(&python_float_repr(f));
-            }
-        }
-        Value::String(s) => out.push_str(&python_str_repr(s)),
-        Value::Array(items) => {
-            out.push('[');
-            for (n, item) in items.iter().enumerate() {
-                if n > 0 {
-                    out.push_str(", ");
-                }
-                write_repr(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (n, (key, item)) in map.iter().enumerate() {
-                if n > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&python_str_repr(key));
-                out.push_str(": ");
-                write_repr(out, item);
-            }
-            out.push('}');
-        }
-    }
-}
-
-/// Converts a `serde_json` value to the Python-JSON value the reference's `json.loads` makes.
-pub(crate) fn to_pyjson(value: &Value) -> PyValue {
-    match value {
-        Value::Null => PyValue::Null,
-        Value::Bool(b) => PyValue::Bool(*b),
-        Value::Number(n) => {
-            if n.is_f64() {
-                PyValue::Float(n.as_f64().unwrap_or(f64::NAN))
-            } else {
-                bernstein_protocol::pyjson::Int::parse(&n.to_string())
-                    .map_or(PyValue::Null, PyValue::Int)
-            }
-        }
-        Value::String(s) => PyValue::Str(s.clone()),
-        Value::Array(items) => PyValue::Array(items.iter().map(to_pyjson).collect()),
-        Value::Object(map) => {
-            let mut object = Object::new();
-            for (key, item) in map {
-                object.insert(key.as_str(), to_pyjson(item));
-            }
-            PyValue::Object(object)
-        }
-    }
-}
-
-/// Converts a Python-JSON value to `serde_json` (non-finite floats become `null`, which JSON
-/// cannot carry).
-pub(crate) fn to_serde(value: &PyValue) -> Value {
-    match value {
-        PyValue::Null => Value::Null,
-        PyValue::Bool(b) => Value::Bool(*b),
-        PyValue::Int(i) => i
-            .as_i64()
-            .map(Value::from)
-            .or_else(|| i.as_u64().map(Value::from))
-            .or_else(|| {
-                i.as_str()
-                    .parse::<f64>()
-                    .ok()
-                    .and_then(serde_json::Number::from_f64)
-                    .map(Value::Number)
-            })
-            .unwrap_or(Value::Null),
-        PyValue::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
-        PyValue::Str(s) => Value::String(s.clone()),
-        PyValue::Array(items) => Value::Array(items.iter().map(to_serde).collect()),
-        PyValue::Object(object) => Value::Object(
-            object
-                .iter()
-                .map(|(k, v)| (k.to_owned(), to_serde(v)))
-                .collect(),
-        ),
-    }
+    bernstein_protocol::pyrepr::python_repr(&PyValue::from(value))
 }
 
 #[cfg(test)]

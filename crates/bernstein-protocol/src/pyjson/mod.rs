@@ -18,6 +18,7 @@
 mod float;
 mod jcs;
 mod parse;
+mod serde_bridge;
 
 pub use parse::ParseError;
 

@@ -317,7 +317,7 @@ pub(crate) fn load_skill_tool(args: &Object) -> String {
                     "error",
                     format!(
                         "skill {} not found",
-                        bernstein_journal::run_journal::python_str_repr(name)
+                        bernstein_protocol::pyrepr::python_str_repr(name)
                     ),
                 ),
         );
