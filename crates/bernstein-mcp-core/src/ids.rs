@@ -59,43 +59,7 @@ pub fn span_id_for_call(params_content_hash: &str, call_index: u64) -> String {
     )
 }
 
-/// A W3C `traceparent` a client sent in `_meta`, when it is well formed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceParent {
-    /// The 32-hex-character trace id.
-    pub trace_id: String,
-    /// The 16-hex-character parent span id.
-    pub parent_id: String,
-}
-
-/// Parses `vv-<32 hex>-<16 hex>-<2 hex>` in lowercase hex, with version not `ff` and neither id
-/// all zeros; anything else is ignored (the ids are then derived from content).
-pub fn parse_traceparent(text: &str) -> Option<TraceParent> {
-    let parts: Vec<&str> = text.split('-').collect();
-    let [version, trace_id, parent_id, flags] = parts.as_slice() else {
-        return None;
-    };
-    let lower_hex = |s: &str, len: usize| {
-        s.len() == len
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let all_zero = |s: &str| s.bytes().all(|b| b == b'0');
-    if !lower_hex(version, 2)
-        || *version == "ff"
-        || !lower_hex(trace_id, 32)
-        || !lower_hex(parent_id, 16)
-        || !lower_hex(flags, 2)
-        || all_zero(trace_id)
-        || all_zero(parent_id)
-    {
-        return None;
-    }
-    Some(TraceParent {
-        trace_id: (*trace_id).to_owned(),
-        parent_id: (*parent_id).to_owned(),
-    })
-}
+pub use bernstein_protocol::trace::{TraceParent, parse_traceparent};
 
 /// The `mcp.call_index` a client claims in a W3C `baggage` header value, if any.
 ///

@@ -11,6 +11,7 @@
 pub mod encoding;
 pub mod pyjson;
 pub mod pyrepr;
+pub mod trace;
 
 /// The MCP specification revision this server targets and stamps into run handles and receipts.
 pub const SPEC_REVISION: &str = "2026-07-28";

@@ -23,8 +23,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bernstein_journal::artifacts::{
-    ArtifactContent, ArtifactFields, FindingProvenance, PostRequest, TraceContext as SpineTrace,
-    post_run_artifact, read_artifact_rows,
+    ArtifactContent, ArtifactFields, FindingProvenance, PostRequest, post_run_artifact,
+    read_artifact_rows,
 };
 use bernstein_journal::audit::{AuditChain, AuditEvent};
 use bernstein_journal::claim::{
@@ -586,11 +586,7 @@ impl Backend {
                 let body = body.clone();
                 let poster = poster.to_owned();
                 let id = id.to_owned();
-                let trace = SpineTrace {
-                    traceparent: trace.traceparent.clone(),
-                    tracestate: trace.tracestate.clone(),
-                    baggage: trace.baggage.clone(),
-                };
+                let trace = trace.clone();
                 let status = row_status(&row);
                 run_blocking(move || {
                     // The store's claim holder, or a claim receipt's claimer the store has not
@@ -966,7 +962,7 @@ fn post_artifact_blocking(
     poster: &str,
     holder: Option<&str>,
     body: &Object,
-    trace: SpineTrace,
+    trace: TraceContext,
 ) -> Result<Value, Error> {
     let rows = match body.get("rows") {
         Some(Value::Array(rows)) => rows.iter().map(|row| string_list(Some(row))).collect(),

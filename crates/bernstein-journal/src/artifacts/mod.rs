@@ -41,7 +41,7 @@ pub use spine::{
     ARTIFACT_ATTEMPT_STEP_PREFIX, JOURNAL_SEAL_STEP_PREFIX, LINEAGE_DOMAIN_TAG, LINEAGE_KEY_DOMAIN,
     LineageSpine, MAX_TRACE_HEADER_BYTES, NewSpineEntry, SPINE_ENTRY_VERSION, SPINE_FILE_NAME,
     SPINE_HEAD_FILE_NAME, SPINE_LOCK_FILE_NAME, SpineEntry, SpineHashProfile, SpineLock,
-    SpineStatus, SpineVerification, TraceContext, lineage_dir, verify_spine_bytes,
+    SpineStatus, SpineVerification, TraceContext, lineage_dir, validate_trace, verify_spine_bytes,
 };
 pub use verify::{
     ARTIFACT_POSTED_EVENT, ArtifactCheck, ArtifactRecord, JOURNAL_IDENTITY_UNVERIFIABLE,

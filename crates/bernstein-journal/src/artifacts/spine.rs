@@ -116,91 +116,58 @@ impl SpineHashProfile {
 
 /// W3C Trace Context from the calling host, recorded on the spine entry so a verifier holding
 /// the spine can read the host trace off the artifact's provenance row.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TraceContext {
-    /// The `traceparent` header.
-    pub traceparent: Option<String>,
-    /// The `tracestate` header.
-    pub tracestate: Option<String>,
-    /// The `baggage` header.
-    pub baggage: Option<String>,
-}
+pub use bernstein_protocol::trace::TraceContext;
 
-impl TraceContext {
-    /// Whether no field is set.
-    pub fn is_empty(&self) -> bool {
-        self.traceparent.is_none() && self.tracestate.is_none() && self.baggage.is_none()
+/// Checks the trace fields' shapes before anything is recorded: `traceparent` must be a W3C
+/// trace parent ([`bernstein_protocol::trace::parse_traceparent`]), and `tracestate`/`baggage`
+/// must be printable ASCII of at most [`MAX_TRACE_HEADER_BYTES`].
+///
+/// # Errors
+///
+/// [`Error::ArtifactInvalid`] naming the field.
+pub fn validate_trace(trace: &TraceContext) -> Result<()> {
+    if let Some(traceparent) = &trace.traceparent
+        && bernstein_protocol::trace::parse_traceparent(traceparent).is_none()
+    {
+        return Err(Error::ArtifactInvalid {
+            reason: format!(
+                "traceparent {} is not a W3C traceparent",
+                python_str_repr(traceparent)
+            ),
+        });
     }
-
-    /// Checks the shapes before anything is recorded: `traceparent` must be a W3C trace
-    /// parent (`00-<32 hex>-<16 hex>-<2 hex>`, lowercase, non-zero ids, version not `ff`;
-    /// later versions may append `-…`), and `tracestate`/`baggage` must be printable ASCII of
-    /// at most [`MAX_TRACE_HEADER_BYTES`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ArtifactInvalid`] naming the field.
-    pub fn validate(&self) -> Result<()> {
-        if let Some(traceparent) = &self.traceparent
-            && !is_traceparent(traceparent)
+    for (name, value) in [
+        ("tracestate", &trace.tracestate),
+        ("baggage", &trace.baggage),
+    ] {
+        if let Some(value) = value
+            && (value.len() > MAX_TRACE_HEADER_BYTES
+                || !value
+                    .bytes()
+                    .all(|b| b == b'\t' || (0x20..=0x7e).contains(&b)))
         {
             return Err(Error::ArtifactInvalid {
                 reason: format!(
-                    "traceparent {} is not a W3C traceparent",
-                    python_str_repr(traceparent)
+                    "{name} must be printable ASCII of at most {MAX_TRACE_HEADER_BYTES} bytes"
                 ),
             });
         }
-        for (name, value) in [("tracestate", &self.tracestate), ("baggage", &self.baggage)] {
-            if let Some(value) = value
-                && (value.len() > MAX_TRACE_HEADER_BYTES
-                    || !value
-                        .bytes()
-                        .all(|b| b == b'\t' || (0x20..=0x7e).contains(&b)))
-            {
-                return Err(Error::ArtifactInvalid {
-                    reason: format!(
-                        "{name} must be printable ASCII of at most {MAX_TRACE_HEADER_BYTES} bytes"
-                    ),
-                });
-            }
-        }
-        Ok(())
     }
-
-    fn insert_into(&self, object: &mut Object) {
-        for (name, value) in [
-            ("traceparent", &self.traceparent),
-            ("tracestate", &self.tracestate),
-            ("baggage", &self.baggage),
-        ] {
-            if let Some(value) = value {
-                object.insert(name, value.as_str());
-            }
-        }
-    }
+    Ok(())
 }
 
-fn is_traceparent(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    if bytes.len() < 55 || (bytes.len() > 55 && bytes[55] != b'-') {
-        return false;
+/// Adds the trace fields that are present (even when empty: they were recorded as given) to a
+/// spine row or pre-image.
+fn insert_trace(trace: &TraceContext, object: &mut Object) {
+    for (name, value) in [
+        ("traceparent", &trace.traceparent),
+        ("tracestate", &trace.tracestate),
+        ("baggage", &trace.baggage),
+    ] {
+        if let Some(value) = value {
+            object.insert(name, value.as_str());
+        }
     }
-    let hex = |range: std::ops::Range<usize>| {
-        bytes[range]
-            .iter()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
-    };
-    let version_ok = hex(0..2) && &text[0..2] != "ff" && (bytes.len() == 55 || &text[0..2] != "00");
-    version_ok
-        && bytes[2] == b'-'
-        && hex(3..35)
-        && bytes[35] == b'-'
-        && hex(36..52)
-        && bytes[52] == b'-'
-        && hex(53..55)
-        && text[3..35].bytes().any(|b| b != b'0')
-        && text[36..52].bytes().any(|b| b != b'0')
 }
 
 /// One spine row.
@@ -243,7 +210,7 @@ impl SpineEntry {
             .with("model", self.model.as_str())
             .with("timestamp", self.timestamp)
             .with("entry_hash", self.entry_hash.as_str());
-        self.trace.insert_into(&mut body);
+        insert_trace(&self.trace, &mut body);
         body
     }
 
@@ -270,7 +237,7 @@ impl SpineEntry {
             .with("step_id", self.step_id.as_str())
             .with("model", self.model.as_str())
             .with("timestamp", self.timestamp);
-        self.trace.insert_into(&mut fields);
+        insert_trace(&self.trace, &mut fields);
         entry_hash_of(&fields, domain_prefix(self.v))
     }
 
@@ -920,7 +887,7 @@ pub(crate) fn check_new_entry(entry: &NewSpineEntry<'_>) -> Result<()> {
             reason: format!("{problem}: {}", python_str_repr(entry.artifact_path)),
         });
     }
-    entry.trace.validate()
+    validate_trace(entry.trace)
 }
 
 fn parent_of(path: &Path) -> Result<PathBuf> {
@@ -1121,17 +1088,18 @@ mod tests {
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
             "garbage",
         ] {
-            assert!(bad(traceparent).validate().is_err(), "{traceparent}");
+            assert!(validate_trace(&bad(traceparent)).is_err(), "{traceparent}");
         }
         assert!(
-            bad("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x")
-                .validate()
-                .is_ok()
+            validate_trace(&bad(
+                "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x"
+            ))
+            .is_ok()
         );
         let control = TraceContext {
             baggage: Some("a=\n".into()),
             ..TraceContext::default()
         };
-        assert!(control.validate().is_err());
+        assert!(validate_trace(&control).is_err());
     }
 }

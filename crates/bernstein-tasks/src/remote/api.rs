@@ -32,35 +32,9 @@ pub const AGENT_ID_HEADER: &str = "x-bernstein-agent-id";
 const MAX_ROLE_CHARS: usize = 64;
 
 /// W3C trace-context headers to forward with requests (`traceparent`, `tracestate`,
-/// `baggage`), as the reference forwards the ones it finds in a tool call's `_meta`.
-///
-/// Empty values are not sent, as in the reference (`if traceparent:`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TraceContext {
-    /// The `traceparent` header.
-    pub traceparent: Option<String>,
-    /// The `tracestate` header.
-    pub tracestate: Option<String>,
-    /// The `baggage` header.
-    pub baggage: Option<String>,
-}
-
-impl TraceContext {
-    /// Whether no header would be sent.
-    pub fn is_empty(&self) -> bool {
-        self.headers().next().is_none()
-    }
-
-    fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        [
-            ("traceparent", self.traceparent.as_deref()),
-            ("tracestate", self.tracestate.as_deref()),
-            ("baggage", self.baggage.as_deref()),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| value.filter(|v| !v.is_empty()).map(|v| (name, v)))
-    }
-}
+/// `baggage`), as the reference forwards the ones it finds in a tool call's `_meta`. Empty
+/// values are not sent.
+pub use bernstein_protocol::trace::TraceContext;
 
 /// How a [`TaskServerClient::subscribe`] wait ended without an error.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,7 +85,7 @@ impl TaskServerClient {
     /// anything, when a value cannot be an HTTP header (control characters, non-ASCII).
     pub fn with_trace(&self, trace: &TraceContext) -> Result<TaskServerClient, RemoteFailure> {
         let mut headers = Vec::new();
-        for (name, value) in trace.headers() {
+        for (name, value) in trace.fields() {
             let value = HeaderValue::from_str(value).map_err(|_| {
                 RemoteFailure::invalid_argument(format!(
                     "the {name} value cannot be sent as an HTTP header (it must be visible ASCII)"
