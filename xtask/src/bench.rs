@@ -12,7 +12,11 @@ use anyhow::ensure;
 use crate::{cargo, project_root};
 
 /// `(package, bench target)`, in the order they run.
-const BENCHES: &[(&str, &str)] = &[("bernstein-journal", "audit"), ("bernstein-tasks", "store")];
+const BENCHES: &[(&str, &str)] = &[
+    ("bernstein-journal", "audit"),
+    ("bernstein-journal", "evidence"),
+    ("bernstein-tasks", "store"),
+];
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let filter = args.first().map(String::as_str);
