@@ -692,8 +692,13 @@ impl Dispatcher {
         }
 
         // Anchor first: the span id is the call's `_meter.call_id`, and a call that cannot be
-        // anchored must not run unrecorded.
-        let anchored = self.anchor_call(request).await?;
+        // anchored must not run unrecorded. A call the catalogue refuses outright (unknown tool,
+        // arguments the firewall rejects) runs nothing, so it is answered without writing.
+        let anchored = if self.shared.catalogue.admits(name, &arguments) {
+            self.anchor_call(request).await?
+        } else {
+            None
+        };
         let meta = request.param("_meta");
         let meta_str = |key: &str| {
             meta.and_then(|m| m.get(key))

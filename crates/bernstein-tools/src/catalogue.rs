@@ -195,6 +195,19 @@ impl Catalogue {
         self.tools.iter().find(|spec| spec.name == name)
     }
 
+    /// Whether a `tools/call` of `name` with `arguments` would reach its handler: the name is
+    /// callable and the input firewall does not refuse the arguments (in permissive mode a
+    /// refusal is only a warning, so the call is admitted). The dispatcher anchors only admitted
+    /// calls: bad input changes nothing on disk, not even the call journal.
+    pub fn admits(&self, name: &str, arguments: &serde_json::Value) -> bool {
+        let Some(entry) = self.entries.get(name) else {
+            return false;
+        };
+        let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments.clone()));
+        self.config.validation == Validation::Permissive
+            || firewall::check(name, &arguments, &entry.validator, &entry.schema).is_ok()
+    }
+
     /// Answers one `tools/call`.
     ///
     /// An unknown (or out-of-tier, or disabled alias) name answers `Unknown tool: <name>` with

@@ -122,3 +122,68 @@ async fn tampering_one_entry_fails_reconstruction_at_that_entry() {
         vec![OrderProblem::Missing { call_index: 2 }]
     );
 }
+
+/// Every file under `.sdd`, with its bytes.
+fn sdd_snapshot(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.join(".sdd")];
+    while let Some(dir) = stack.pop() {
+        let Ok(listing) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            } else {
+                out.push((
+                    entry.path().display().to_string(),
+                    std::fs::read(entry.path()).unwrap(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn refused_calls_write_nothing_not_even_an_anchor() {
+    let project = Project::new();
+    // One admitted call first, so the anchoring journal and chain exist.
+    project
+        .call("bernstein_run_status", json!({"run_id": "run-0"}))
+        .await;
+    let before = sdd_snapshot(project.dir.path());
+    let refused = [
+        ("no_such_tool", json!({})),
+        ("bernstein_run", json!({"goal": "x", "unexpected": 1})),
+        ("bernstein_run", json!({"goal": 42})),
+        ("bernstein_run_status", json!({"run_id": "a\u{0}b"})),
+        (
+            "bernstein_claim",
+            json!({"claimer_id": "w", "completed_ids": [["deep"]]}),
+        ),
+    ];
+    for (name, arguments) in refused {
+        let result = project.call(name, arguments).await;
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            result["isError"] == json!(true) || text.contains("error"),
+            "{name} should be refused: {result}"
+        );
+    }
+    assert_eq!(
+        before,
+        sdd_snapshot(project.dir.path()),
+        "a refused call wrote to .sdd"
+    );
+    // And the server keeps serving admitted calls, in order.
+    project
+        .call("bernstein_run_status", json!({"run_id": "run-1"}))
+        .await;
+    let journal = load_run_journal(project.dir.path(), DEFAULT_ANCHOR_RUN_ID).unwrap();
+    assert_eq!(journal.rows.len(), 2);
+}
