@@ -1,6 +1,8 @@
-//! `cargo xtask interop`: checks bernstein-mcp against the reference implementation itself.
+//! `cargo xtask interop [evidence | clients | loop]`: checks bernstein-mcp against the reference
+//! implementation and real MCP clients. With no stage every stage runs; each says SKIPPED when
+//! what it needs is missing, and the command fails when any stage that ran failed.
 //!
-//! Two directions, both with real files on disk:
+//! `evidence` works in two directions, both with real files on disk:
 //!
 //! 1. evidence written by this workspace's crates (an audit chain, run journals in both hash
 //!    profiles, a run handle, a claimable backlog with granted and refused claim receipts, run
@@ -11,8 +13,14 @@
 //! 3. the portable `TaskBackend` suite runs through our remote backend against a live
 //!    `bernstein serve` started on a free loopback port.
 //!
-//! The reference ("oracle") is optional: when it is not installed the command says so and exits
-//! 0 without claiming anything. Install it with `bash ../shared/reference/setup-oracle.sh`.
+//! `clients` drives the `bernstein-mcp` binary over stdio with the kit's real MCP clients
+//! (`interop_clients.rs`); `loop` runs the worker loop through a real client on the embedded
+//! store and against a live `bernstein serve`, then verifies the evidence (`interop_loop.rs`).
+//!
+//! The reference ("oracle") is optional: when it is not installed `evidence` and `loop` say so
+//! and succeed without claiming anything. Install it with
+//! `bash ../shared/reference/setup-oracle.sh`. The clients come from the kit's
+//! `clients/install.sh`, which `clients` runs when they are missing.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -34,17 +42,18 @@ use bernstein_journal::mailbox::{Mailbox, NewMessage};
 use bernstein_journal::run_journal::{HashProfile, JournalWriter};
 use bernstein_protocol::pyjson::{Int, Object, Value};
 
-use crate::{cargo, project_root};
+use crate::interop_clients::ClientKit;
+use crate::{cargo, interop_clients, interop_loop, project_root};
 
 /// The reference kit and its interpreter, when both are present.
-struct Oracle {
-    python: PathBuf,
-    cli: PathBuf,
-    verify_dir: PathBuf,
+pub(crate) struct Oracle {
+    pub(crate) python: PathBuf,
+    pub(crate) cli: PathBuf,
+    pub(crate) verify_dir: PathBuf,
 }
 
 impl Oracle {
-    fn locate() -> Option<Oracle> {
+    pub(crate) fn locate() -> Option<Oracle> {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .unwrap_or_default();
@@ -64,26 +73,65 @@ impl Oracle {
     }
 }
 
+/// The stages `cargo xtask interop STAGE` can run alone.
+const STAGES: [&str; 3] = ["evidence", "clients", "loop"];
+
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
-    if let Some(extra) = args.first() {
-        bail!("unknown interop stage {extra:?}; usage: cargo xtask interop");
+    let only = match args {
+        [] => None,
+        [stage] if STAGES.contains(&stage.as_str()) => Some(stage.as_str()),
+        _ => bail!(
+            "unknown interop stage {:?}; usage: cargo xtask interop [{}]",
+            args.join(" "),
+            STAGES.join(" | ")
+        ),
+    };
+    let scratch = tempfile_dir()?;
+    let mut failed = Vec::new();
+    for stage in STAGES.into_iter().filter(|s| only.is_none_or(|o| o == *s)) {
+        if let Err(err) = run_stage(stage, &scratch) {
+            eprintln!("interop: {stage} FAILED: {err:#}");
+            failed.push(stage);
+        }
     }
-    let Some(oracle) = Oracle::locate() else {
+    if !failed.is_empty() {
+        eprintln!("interop: scratch projects kept in {}", scratch.display());
+        bail!("interop stages failed: {}", failed.join(", "));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    eprintln!("interop: OK");
+    Ok(())
+}
+
+/// Runs one stage, or says SKIPPED (and succeeds) when a prerequisite is missing: the oracle
+/// for `evidence` and `loop`, the real MCP clients for `clients` and `loop`.
+fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<()> {
+    let oracle = Oracle::locate();
+    if oracle.is_none() && stage != "clients" {
         eprintln!(
-            "interop: SKIPPED, the reference oracle is not installed \
+            "interop: {stage} SKIPPED, the reference oracle is not installed \
              (run `bash ../shared/reference/setup-oracle.sh`, or set BERNSTEIN_PY and \
              BERNSTEIN_REFERENCE_KIT)"
         );
         return Ok(());
+    }
+    if let (Some(oracle), "evidence") = (&oracle, stage) {
+        evidence_we_write_verifies_under_the_reference(oracle, scratch)?;
+        chain_the_reference_writes_verifies_under_ours(oracle, scratch)?;
+        return backend_suite_passes_against_a_live_server(oracle, scratch);
+    }
+    let kit = match ClientKit::locate_or_install()? {
+        Ok(kit) => kit,
+        Err(reason) => {
+            eprintln!("interop: {stage} SKIPPED, {reason}");
+            return Ok(());
+        }
     };
-    let scratch = tempfile_dir()?;
-    let result = evidence_we_write_verifies_under_the_reference(&oracle, &scratch)
-        .and_then(|()| chain_the_reference_writes_verifies_under_ours(&oracle, &scratch))
-        .and_then(|()| backend_suite_passes_against_a_live_server(&oracle, &scratch));
-    let _ = std::fs::remove_dir_all(&scratch);
-    result?;
-    eprintln!("interop: OK");
-    Ok(())
+    let binary = bernstein_mcp_binary()?;
+    match (&oracle, stage) {
+        (Some(oracle), "loop") => interop_loop::run(oracle, &kit, &binary, scratch),
+        _ => interop_clients::run(&kit, &binary, scratch),
+    }
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {
@@ -92,7 +140,7 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-fn write_key(path: &Path) -> anyhow::Result<AuditKey> {
+pub(crate) fn write_key(path: &Path) -> anyhow::Result<AuditKey> {
     std::fs::write(
         path,
         "3f1c9a7e5b2d4068a1c3e5f7092b4d6f8a0c2e4f6a8b0d2f4e6a8c0e2f4a6b8d\n",
@@ -422,7 +470,7 @@ fn backend_suite_passes_against_a_live_server(
 
 /// Builds the `bernstein-mcp` binary and returns its path, so a build failure is reported as one
 /// rather than as a verification verdict.
-fn bernstein_mcp_binary() -> anyhow::Result<PathBuf> {
+pub(crate) fn bernstein_mcp_binary() -> anyhow::Result<PathBuf> {
     let status = cargo()
         .args(["build", "-q", "-p", "bernstein-mcp"])
         .current_dir(project_root())

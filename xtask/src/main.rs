@@ -5,7 +5,10 @@
 //! * `tidy`: repository hygiene and crate layering (also run by `cargo test`);
 //! * `codegen [--check]`: generated docs (`docs/tools.md`) from the live tool catalogue;
 //! * `bench`: the benchmarks, side by side with the reference when it is installed;
-//! * `interop`: feeds trees written by bernstein-mcp to the reference's own verifiers.
+//! * `interop [evidence | clients | loop]`: feeds trees written by bernstein-mcp to the
+//!   reference's own verifiers (`evidence`), drives the binary over stdio with real MCP clients
+//!   (`clients`), and runs the worker loop end to end on both backends (`loop`); no stage runs
+//!   them all.
 
 #![allow(
     clippy::print_stderr,
@@ -16,6 +19,8 @@
 mod bench;
 mod codegen;
 mod interop;
+mod interop_clients;
+mod interop_loop;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -29,7 +34,10 @@ fn main() -> ExitCode {
         Some("codegen") => codegen::run(&args[1..]),
         Some("interop") => interop::run(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | interop>");
+            eprintln!(
+                "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
+                 interop [evidence | clients | loop]>"
+            );
             return ExitCode::from(2);
         }
     };

@@ -1,0 +1,391 @@
+//! `cargo xtask interop loop`: the worker loop end to end over stdio, driven by a real client.
+//!
+//! `mcp-py-client` (Python SDK 2.3.0, `auto` mode) drives the `bernstein-mcp` binary through
+//! one loop: `bernstein_run` → `bernstein_claim` (a worker with the task's role) →
+//! `bernstein_post_message` → `bernstein_post_artifact` (a report posted by the claimer) →
+//! `bernstein_complete` → `bernstein_run_status`. Then the evidence the loop left is checked
+//! offline three ways: the reference's `verify_dir.py` (with the claim receipt and the run
+//! handle the tools returned, envelope stripped), our `bernstein-mcp verify`, and our
+//! `bernstein-mcp audit calls mcp-calls` (the call order rebuilt from the chain alone).
+//!
+//! The loop runs twice: on the embedded task store, where the run status must read
+//! `completed`, and through the remote backend against a live `bernstein serve` sharing the
+//! project and its audit key. The second run reports every step whose observation differs
+//! from the first (the reference server, for one, settles the task without writing the
+//! `task_completed` row its own run-status fold reads, so that handle stays `working`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::Value;
+
+use crate::interop::Oracle;
+use crate::interop_clients::{
+    Client, ClientKit, Project, Running, Server, Transcript, brief, claim_step, exit_zero,
+    run_step_with, tail, verify_project, worker_steps,
+};
+
+/// The role of the run's task, which the worker claims by.
+const ROLE: &str = "backend";
+
+/// The bearer the live task server requires, and our remote backend sends.
+const TOKEN: &str = "interop-loop-token";
+
+/// The client that drives the loop: the Python SDK, discovering 2026-07-28.
+const CLIENT: Client = Client::Python("auto");
+
+/// Both loops, their evidence checks, and the differences between them.
+pub(crate) fn run(
+    oracle: &Oracle,
+    kit: &ClientKit,
+    binary: &Path,
+    scratch: &Path,
+) -> anyhow::Result<()> {
+    let dir = scratch.join("loop-embedded");
+    let project = Project::create(&dir)?;
+    let server = Server::bernstein_mcp(binary, &project);
+    let embedded = worker_loop(
+        kit,
+        &server,
+        Some("completed"),
+        oracle,
+        binary,
+        &project,
+        &dir,
+    );
+    report("embedded", &embedded);
+
+    let dir = scratch.join("loop-remote");
+    let project = Project::create(&dir)?;
+    let remote = {
+        let serve = LiveServe::start(oracle, &project, &dir)?;
+        let mut server = Server::bernstein_mcp(binary, &project);
+        server.args.extend(["--server-url".to_owned(), serve.url()]);
+        server
+            .env
+            .push(("BERNSTEIN_AUTH_TOKEN".to_owned(), TOKEN.to_owned()));
+        let remote = worker_loop(kit, &server, None, oracle, binary, &project, &dir);
+        if remote.passed() != remote.verdicts.len() {
+            eprintln!(
+                "interop: loop remote: bernstein serve log tail:\n{}",
+                tail(
+                    &std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default(),
+                    15
+                )
+            );
+        }
+        remote
+    };
+    report("remote", &remote);
+    explain_run_status(&project, &remote);
+
+    let mut differing = 0;
+    for (ours, theirs) in embedded.verdicts.iter().zip(&remote.verdicts) {
+        if ours.outcome != theirs.outcome {
+            differing += 1;
+            eprintln!(
+                "interop: loop remote differs at {}: embedded {}, remote {}",
+                ours.label,
+                headline(&ours.outcome),
+                headline(&theirs.outcome)
+            );
+        }
+    }
+    if differing == 0 {
+        eprintln!("interop: loop remote: every step observed as on the embedded store");
+    }
+
+    let mut failed = Vec::new();
+    if embedded.passed() != embedded.verdicts.len() {
+        failed.push("embedded");
+    }
+    if remote.passed() != remote.verdicts.len() {
+        failed.push("remote");
+    }
+    if !failed.is_empty() {
+        bail!("the worker loop failed on: {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// One worker loop through `server`, then the offline checks of the project it wrote. The
+/// claim receipt is also checked by the reference right after the claim, before anything else
+/// can touch the backlog it was issued over.
+fn worker_loop(
+    kit: &ClientKit,
+    server: &Server,
+    expected_status: Option<&'static str>,
+    oracle: &Oracle,
+    binary: &Path,
+    project: &Project,
+    dir: &Path,
+) -> Transcript {
+    let mut transcript = Transcript::default();
+    transcript.run(CLIENT, kit, server, &[run_step_with(ROLE)]);
+    let (Some(task_id), Some(run_id)) = (
+        transcript.text("run", "task_id"),
+        transcript.text("run", "run_id"),
+    ) else {
+        transcript.note(
+            "worker loop",
+            Err("bernstein_run returned no ids".to_owned()),
+        );
+        return transcript;
+    };
+    transcript.run(
+        CLIENT,
+        kit,
+        server,
+        &[claim_step(Some(task_id.clone()), ROLE)],
+    );
+    let receipts: Vec<PathBuf> = write_payload(&mut transcript, "claim", dir, "receipt.json")
+        .into_iter()
+        .collect();
+    transcript.note(
+        "reference verify_dir.py, receipt right after the claim",
+        reference_verdict(oracle, project, &receipts, &[]),
+    );
+    transcript.run(
+        CLIENT,
+        kit,
+        server,
+        &worker_steps(&task_id, &run_id, expected_status),
+    );
+    let handles: Vec<PathBuf> = write_payload(&mut transcript, "run_status", dir, "handle.json")
+        .into_iter()
+        .collect();
+    transcript.note(
+        "reference verify_dir.py, after the loop",
+        reference_verdict(oracle, project, &receipts, &handles),
+    );
+    transcript.note(
+        "bernstein-mcp verify",
+        verify_project(binary, project, &receipts),
+    );
+    let mut calls = Command::new(binary);
+    calls
+        .args(["audit", "calls", "mcp-calls", "--workdir"])
+        .arg(&project.root)
+        .arg("--key-file")
+        .arg(&project.key);
+    transcript.note(
+        "bernstein-mcp audit calls mcp-calls",
+        exit_zero(&mut calls, "bernstein-mcp audit calls"),
+    );
+    transcript
+}
+
+/// Writes the payload a step returned (its envelope already stripped) to `dir/name`, for the
+/// offline verifiers; `None` when the step failed or the file cannot be written.
+fn write_payload(
+    transcript: &mut Transcript,
+    key: &str,
+    dir: &Path,
+    name: &str,
+) -> Option<PathBuf> {
+    let payload = transcript.payloads.get(key)?;
+    let path = dir.join(name);
+    match std::fs::write(&path, payload.to_string()) {
+        Ok(()) => Some(path),
+        Err(err) => {
+            transcript.note(
+                format!("write {name}"),
+                Err(format!("cannot write {}: {err}", path.display())),
+            );
+            None
+        }
+    }
+}
+
+/// Runs `verify_dir.py` and requires exit 0 with every section ok and every receipt and handle
+/// given actually checked.
+fn reference_verdict(
+    oracle: &Oracle,
+    project: &Project,
+    receipts: &[PathBuf],
+    handles: &[PathBuf],
+) -> Result<String, String> {
+    let mut command = Command::new(&oracle.python);
+    command
+        .arg(&oracle.verify_dir)
+        .arg(&project.root)
+        .arg("--key-file")
+        .arg(&project.key);
+    for receipt in receipts {
+        command.arg("--receipt").arg(receipt);
+    }
+    for handle in handles {
+        command.arg("--handle").arg(handle);
+    }
+    let finished = Running::spawn(&mut command, Duration::from_secs(120))
+        .map_err(|err| format!("cannot run verify_dir.py: {err:#}"))?
+        .finish();
+    let report: Value = serde_json::from_str(&finished.stdout).map_err(|_| {
+        format!(
+            "verify_dir.py printed no JSON ({}): {}",
+            finished.describe_exit(),
+            tail(&finished.stderr, 10)
+        )
+    })?;
+    let sections: Vec<(&String, bool)> = report
+        .as_object()
+        .map(|object| {
+            object
+                .iter()
+                .filter_map(|(name, section)| {
+                    let ok = section.get("ok")?.as_bool()?;
+                    Some((name, ok))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let failing: Vec<String> = sections
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(name, _)| format!("{name}: {}", brief(&report[name.as_str()])))
+        .collect();
+    let counted = |section: &str, list: &str| {
+        report
+            .pointer(&format!("/{section}/{list}"))
+            .and_then(Value::as_object)
+            .map_or(0, serde_json::Map::len)
+    };
+    let checked_receipts = counted("receipts", "receipts");
+    let checked_handles = counted("handles", "handles");
+    if !finished.succeeded() || !failing.is_empty() {
+        return Err(format!(
+            "verify_dir.py {}: {}",
+            finished.describe_exit(),
+            failing.join("; ")
+        ));
+    }
+    if checked_receipts != receipts.len() || checked_handles != handles.len() {
+        return Err(format!(
+            "verify_dir.py checked {checked_receipts} of {} receipts and {checked_handles} of {} handles",
+            receipts.len(),
+            handles.len()
+        ));
+    }
+    Ok(format!(
+        "exit 0, {} sections ok, receipts checked: {checked_receipts}, handles checked: {checked_handles}",
+        sections.len()
+    ))
+}
+
+/// The first line of an outcome, cut short: the full text was already reported.
+fn headline(outcome: &Result<String, String>) -> String {
+    let full = describe(outcome);
+    let first = full.lines().next().unwrap_or_default();
+    match first.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &first[..cut]),
+        None => first.to_owned(),
+    }
+}
+
+fn describe(outcome: &Result<String, String>) -> String {
+    match outcome {
+        Ok(observed) => format!("ok ({observed})"),
+        Err(why) => format!("FAILED ({why})"),
+    }
+}
+
+/// One line per step, then the total.
+fn report(backend: &str, transcript: &Transcript) {
+    for verdict in &transcript.verdicts {
+        eprintln!(
+            "interop: loop {backend} {}: {}",
+            verdict.label,
+            describe(&verdict.outcome)
+        );
+    }
+    eprintln!(
+        "interop: loop {backend}: {}/{} ok",
+        transcript.passed(),
+        transcript.verdicts.len()
+    );
+}
+
+/// When the remote run status is not `completed`, says what the run journal holds, so the
+/// report names the cause rather than only the symptom.
+fn explain_run_status(project: &Project, remote: &Transcript) {
+    let Some(status) = remote.text("run_status", "status") else {
+        return;
+    };
+    if status == "completed" {
+        return;
+    }
+    let Some(run_id) = remote.text("run", "run_id") else {
+        return;
+    };
+    let journal = project
+        .root
+        .join(".sdd/runs")
+        .join(&run_id)
+        .join("journal.jsonl");
+    let kinds: Vec<String> = std::fs::read_to_string(&journal)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|row| row.get("event").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    eprintln!(
+        "interop: loop remote: bernstein_complete answered done, yet the run handle reads \
+         {status:?}: the run journal {run_id} holds only {kinds:?}, no task_completed row \
+         (the reference task server does not journal its own lifecycle transitions)"
+    );
+}
+
+/// A reference `bernstein serve` on a free loopback port, killed when dropped.
+struct LiveServe {
+    child: Child,
+    port: u16,
+}
+
+impl LiveServe {
+    /// Starts the reference task server in `project` with its audit key and the bearer token,
+    /// and waits until it accepts connections.
+    fn start(oracle: &Oracle, project: &Project, dir: &Path) -> anyhow::Result<LiveServe> {
+        // Ask the kernel for a free port, then hand it to the server.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = Command::new(&oracle.cli)
+            .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .current_dir(&project.root)
+            .env("BERNSTEIN_AUTH_TOKEN", TOKEN)
+            .env("BERNSTEIN_AUDIT_KEY_PATH", &project.key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("serve.log"))?)
+            .spawn()
+            .context("start bernstein serve")?;
+        let mut serve = LiveServe { child, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            ensure!(
+                Instant::now() < deadline,
+                "bernstein serve did not start within 60 s"
+            );
+            ensure!(
+                serve.child.try_wait()?.is_none(),
+                "bernstein serve exited early (see {})",
+                dir.join("serve.log").display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(serve)
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for LiveServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
