@@ -88,10 +88,15 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     };
     let scratch = tempfile_dir()?;
     let mut failed = Vec::new();
+    let mut ran = 0;
     for stage in STAGES.into_iter().filter(|s| only.is_none_or(|o| o == *s)) {
-        if let Err(err) = run_stage(stage, &scratch) {
-            eprintln!("interop: {stage} FAILED: {err:#}");
-            failed.push(stage);
+        match run_stage(stage, &scratch) {
+            Ok(Ran::Yes) => ran += 1,
+            Ok(Ran::Skipped) => {}
+            Err(err) => {
+                eprintln!("interop: {stage} FAILED: {err:#}");
+                failed.push(stage);
+            }
         }
     }
     if !failed.is_empty() {
@@ -99,13 +104,23 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         bail!("interop stages failed: {}", failed.join(", "));
     }
     let _ = std::fs::remove_dir_all(&scratch);
-    eprintln!("interop: OK");
+    if ran == 0 {
+        eprintln!("interop: nothing ran, every stage was SKIPPED");
+    } else {
+        eprintln!("interop: OK");
+    }
     Ok(())
+}
+
+/// Whether a stage ran or was skipped for a missing prerequisite.
+enum Ran {
+    Yes,
+    Skipped,
 }
 
 /// Runs one stage, or says SKIPPED (and succeeds) when a prerequisite is missing: the oracle
 /// for `evidence` and `loop`, the real MCP clients for `clients` and `loop`.
-fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<()> {
+fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<Ran> {
     let oracle = Oracle::locate();
     if oracle.is_none() && stage != "clients" {
         eprintln!(
@@ -113,25 +128,27 @@ fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<()> {
              (run `bash ../shared/reference/setup-oracle.sh`, or set BERNSTEIN_PY and \
              BERNSTEIN_REFERENCE_KIT)"
         );
-        return Ok(());
+        return Ok(Ran::Skipped);
     }
     if let (Some(oracle), "evidence") = (&oracle, stage) {
         evidence_we_write_verifies_under_the_reference(oracle, scratch)?;
         chain_the_reference_writes_verifies_under_ours(oracle, scratch)?;
-        return backend_suite_passes_against_a_live_server(oracle, scratch);
+        backend_suite_passes_against_a_live_server(oracle, scratch)?;
+        return Ok(Ran::Yes);
     }
     let kit = match ClientKit::locate_or_install()? {
         Ok(kit) => kit,
         Err(reason) => {
             eprintln!("interop: {stage} SKIPPED, {reason}");
-            return Ok(());
+            return Ok(Ran::Skipped);
         }
     };
     let binary = bernstein_mcp_binary()?;
     match (&oracle, stage) {
-        (Some(oracle), "loop") => interop_loop::run(oracle, &kit, &binary, scratch),
-        _ => interop_clients::run(&kit, &binary, scratch),
+        (Some(oracle), "loop") => interop_loop::run(oracle, &kit, &binary, scratch)?,
+        _ => interop_clients::run(&kit, &binary, scratch)?,
     }
+    Ok(Ran::Yes)
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {
