@@ -42,7 +42,7 @@ use bernstein_journal::mailbox::{Mailbox, NewMessage};
 use bernstein_journal::run_journal::{HashProfile, JournalWriter};
 use bernstein_protocol::pyjson::{Int, Object, Value};
 
-use crate::interop_clients::ClientKit;
+use crate::interop_drivers::ClientKit;
 use crate::{cargo, interop_clients, interop_loop, project_root};
 
 /// The reference kit and its interpreter, when both are present.

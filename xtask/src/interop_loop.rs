@@ -22,9 +22,9 @@ use anyhow::{Context, bail, ensure};
 use serde_json::Value;
 
 use crate::interop::Oracle;
-use crate::interop_clients::{
-    Client, ClientKit, Project, Running, Server, Transcript, brief, claim_step, exit_zero,
-    run_step_with, tail, verify_project, worker_steps,
+use crate::interop_clients::{claim_step, run_step_with, worker_steps};
+use crate::interop_drivers::{
+    Client, ClientKit, Project, Running, Server, Transcript, brief, exit_zero, tail, verify_project,
 };
 
 /// The role of the run's task, which the worker claims by.

@@ -17,9 +17,11 @@
 )]
 
 mod bench;
+mod bench_stdio;
 mod codegen;
 mod interop;
 mod interop_clients;
+mod interop_drivers;
 mod interop_loop;
 mod tidy;
 
