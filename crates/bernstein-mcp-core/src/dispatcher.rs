@@ -711,12 +711,7 @@ impl Dispatcher {
             .cloned();
         let call_id = match &anchored {
             Some(call) => call.span_id.clone(),
-            None => request_span_id(&json!({
-                "jsonrpc": "2.0",
-                "id": request.id.to_json(),
-                "method": request.method,
-                "params": request.params,
-            })),
+            None => Self::span_of(request),
         };
         let progress: Option<ProgressSink> = progress_token.as_ref().map(|_| {
             let notify = Arc::clone(&notify);
@@ -789,6 +784,16 @@ impl Dispatcher {
         }
     }
 
+    /// The content-derived span id of a request that is not anchored.
+    fn span_of(request: &Request<'_>) -> String {
+        request_span_id(&json!({
+            "jsonrpc": "2.0",
+            "id": request.id.to_json(),
+            "method": request.method,
+            "params": request.params,
+        }))
+    }
+
     fn task_id_param(request: &Request<'_>) -> std::result::Result<String, RpcError> {
         request
             .param("taskId")
@@ -809,7 +814,11 @@ impl Dispatcher {
                 if view.task.status == rmcp::model::TaskStatus::Completed
                     && let Some(object) = row.as_object_mut()
                 {
-                    object.insert("result".to_owned(), view.tool_result());
+                    let call_id = Self::span_of(request);
+                    object.insert(
+                        "result".to_owned(),
+                        view.tool_result(&self.shared.catalogue, &call_id),
+                    );
                 }
                 if view.task.status == rmcp::model::TaskStatus::Failed
                     && let Some(object) = row.as_object_mut()
@@ -828,7 +837,7 @@ impl Dispatcher {
     async fn task_result(&self, request: &Request<'_>) -> Answer {
         let task_id = Self::task_id_param(request)?;
         let view = tasks::project(&self.shared.backend, &self.shared.workdir, &task_id).await?;
-        Ok(view.tool_result())
+        Ok(view.tool_result(&self.shared.catalogue, &Self::span_of(request)))
     }
 
     async fn task_list(&self, request: &Request<'_>) -> Answer {

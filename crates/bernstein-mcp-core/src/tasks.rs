@@ -26,7 +26,7 @@ use std::path::Path;
 use bernstein_journal::audit::{self, Timestamp};
 use bernstein_journal::handle::{self, RunHandle, TaskStatus as RunStatus};
 use bernstein_protocol::pyjson::{Object, Value as PyValue};
-use bernstein_tools::Backend;
+use bernstein_tools::{Backend, Catalogue};
 use rmcp::model::{Task, TaskStatus};
 use serde_json::{Map, Value as JsonValue, json};
 
@@ -48,6 +48,10 @@ pub(crate) struct TaskView {
     pub(crate) handle: RunHandle,
     /// The store's result summary, when it has a non-empty one.
     pub(crate) summary: Option<String>,
+    /// The task's title in the store.
+    pub(crate) title: String,
+    /// The task's status in the store (`open`, `done`, ...).
+    pub(crate) store_status: String,
 }
 
 impl TaskView {
@@ -68,8 +72,10 @@ impl TaskView {
     }
 
     /// The `CallToolResult` the task settled with (`tasks/result`; `result` of a completed
-    /// 2026-07-28 `tasks/get`): the summary as text, the run handle as structured content.
-    pub(crate) fn tool_result(&self) -> JsonValue {
+    /// 2026-07-28 `tasks/get`): the summary as text, and as structured content the run payload
+    /// in the shape `bernstein_run`'s `outputSchema` declares (see
+    /// [`Catalogue::settled_run_result`]); `call_id` is the asking request's span id.
+    pub(crate) fn tool_result(&self, catalogue: &Catalogue, call_id: &str) -> JsonValue {
         let status = self.task.status;
         let (text, is_error) = match status {
             TaskStatus::Completed => (
@@ -97,9 +103,21 @@ impl TaskView {
         };
         json!({
             "content": [{"type": "text", "text": text}],
-            "structuredContent": PyValue::Object(self.handle.to_wire_object()).to_serde(),
+            "structuredContent": catalogue.settled_run_result(self.run_payload(), call_id),
             "isError": is_error,
         })
+    }
+}
+
+impl TaskView {
+    /// `bernstein_run`'s payload for this task as it stands now.
+    fn run_payload(&self) -> Object {
+        Object::new()
+            .with("task_id", self.task.task_id.as_str())
+            .with("title", self.title.as_str())
+            .with("status", self.store_status.as_str())
+            .with("run_id", self.handle.run_id.as_str())
+            .with("poll_after_ms", TASK_POLL_INTERVAL_MS)
     }
 }
 
@@ -221,10 +239,17 @@ pub(crate) async fn project(
         .with_status_message(message)
         .with_ttl_ms(TASK_TTL_MS)
         .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
+    let title = row
+        .get("title")
+        .and_then(PyValue::as_str)
+        .unwrap_or("")
+        .to_owned();
     Ok(TaskView {
         task,
         handle: run_handle,
         summary,
+        title,
+        store_status,
     })
 }
 

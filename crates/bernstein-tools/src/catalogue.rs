@@ -208,6 +208,25 @@ impl Catalogue {
             || firewall::check(name, &arguments, &entry.validator, &entry.schema).is_ok()
     }
 
+    /// The structured content of a task-augmented `bernstein_run` once its task has settled,
+    /// shaped by `bernstein_run`'s `outputSchema`: the run payload (`task_id`, `title`, current
+    /// `status`, `run_id`, `poll_after_ms`), inside the `_meter` envelope when the meter is on
+    /// (`call_id` is the span id of the request asking for the result). A host that validates
+    /// `structuredContent` against the advertised schema therefore accepts the task's result.
+    pub fn settled_run_result(&self, payload: Object, call_id: &str) -> serde_json::Value {
+        if !self.config.cost_meter {
+            return PyValue::Object(payload).to_serde();
+        }
+        let meter = crate::envelope::Meter {
+            tool: "bernstein_run".to_owned(),
+            call_id: call_id.to_owned(),
+            latency_ms: 0.0,
+            started: bernstein_journal::audit::Timestamp::now(),
+        };
+        PyValue::Object(Object::new().with("result", payload).with("_meter", meter.to_object()))
+            .to_serde()
+    }
+
     /// Answers one `tools/call`.
     ///
     /// An unknown (or out-of-tier, or disabled alias) name answers `Unknown tool: <name>` with

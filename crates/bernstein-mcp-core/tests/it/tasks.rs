@@ -70,10 +70,25 @@ async fn a_plain_run_is_a_call_result_and_a_task_augmented_run_is_a_task() {
         .result("tasks/result", json!({"taskId": task_id}))
         .await;
     assert_eq!(settled["isError"], false, "{settled}");
-    assert_eq!(
-        settled["structuredContent"]["runId"],
-        format!("task-{task_id}")
-    );
+    let structured = &settled["structuredContent"];
+    assert_eq!(structured["result"]["run_id"], format!("task-{task_id}"));
+    assert_eq!(structured["result"]["status"], "cancelled");
+    assert_eq!(structured["_meter"]["tool"], "bernstein_run");
+    // A host that checks structured content against the advertised schema accepts it.
+    let tools = project.result("tools/list", json!({})).await;
+    let schema = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "bernstein_run")
+        .map(|t| t["outputSchema"].clone())
+        .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let problems: Vec<String> = validator
+        .iter_errors(structured)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(problems.is_empty(), "{problems:?}\n{structured}");
 }
 
 #[tokio::test]
