@@ -4,12 +4,16 @@
 //! Benchmarks are `harness = false` bench targets that print their own figures; this command only
 //! finds them, points them at the reference interpreter, and runs them in one go so the figures
 //! in a report come from one run on one machine.
+//!
+//! `stdio` is driven from here instead (`crate::bench_stdio`): it spawns server processes and
+//! speaks MCP to them, ours beside the reference and a bare rmcp server. `cargo xtask bench
+//! stdio [--calls N] [--status-calls N]` runs it alone.
 
 use std::path::PathBuf;
 
 use anyhow::ensure;
 
-use crate::{cargo, project_root};
+use crate::{bench_stdio, cargo, project_root};
 
 /// `(package, bench target)`, in the order they run.
 const BENCHES: &[(&str, &str)] = &[
@@ -55,6 +59,10 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             command.status()?.success(),
             "benchmark {package}/{bench} failed"
         );
+        ran += 1;
+    }
+    if filter.is_none_or(|f| f == "stdio") {
+        bench_stdio::run(python.as_deref(), args.get(1..).unwrap_or_default())?;
         ran += 1;
     }
     ensure!(ran > 0, "no benchmark matched {filter:?}");
