@@ -29,7 +29,7 @@ use bernstein_journal::artifacts::{
 use bernstein_journal::audit::{AuditChain, AuditEvent};
 use bernstein_journal::claim::{
     ClaimFilter, ClaimRequest as BacklogClaimRequest, ClaimTime, backlog_path, claim_in_project,
-    read_backlog,
+    normalised_rows, read_backlog,
 };
 use bernstein_journal::dlp::RedactionContext;
 use bernstein_journal::identity::SigningIdentity;
@@ -484,7 +484,15 @@ impl Backend {
                 let outcome =
                     run_blocking(move || claim_in_project(&root, key, &request, ClaimTime::now()))
                         .await??;
-                Ok(Value::Object(outcome.receipt.to_wire()))
+                // The embedded store rewrites the backlog file whenever its tasks change, so a
+                // receipt checked against the file would stop verifying at the next unrelated
+                // task. Like the reference server's claims on its task store, the receipt
+                // carries the snapshot its backlogHead was computed over (`backlogSource:
+                // "task_store"`), and verifies against that, offline, for as long as the chain
+                // holds its claim event.
+                let mut receipt = outcome.receipt;
+                receipt.backlog_snapshot = Some(normalised_rows(&outcome.rows));
+                Ok(Value::Object(receipt.to_wire()))
             }
         }
     }

@@ -223,8 +223,12 @@ impl Catalogue {
             latency_ms: 0.0,
             started: bernstein_journal::audit::Timestamp::now(),
         };
-        PyValue::Object(Object::new().with("result", payload).with("_meter", meter.to_object()))
-            .to_serde()
+        PyValue::Object(
+            Object::new()
+                .with("result", payload)
+                .with("_meter", meter.to_object()),
+        )
+        .to_serde()
     }
 
     /// Answers one `tools/call`.

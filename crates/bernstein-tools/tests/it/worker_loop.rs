@@ -103,6 +103,27 @@ async fn run_claim_message_artifact_complete() {
         assert_ne!(handle["chainHead"], "");
     }
 
+    // Both receipts still verify offline after the loop and after an unrelated task: they
+    // carry the backlog snapshot their head was computed over.
+    project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "unrelated", "description": "moves the backlog file on"}),
+        )
+        .await;
+    let chain = bernstein_journal::audit::AuditChain::open(
+        project.root().join(".sdd/audit"),
+        crate::common::audit_key(),
+    );
+    for wire in [&receipt, &payload(&refused)] {
+        assert_eq!(wire["backlogSource"], "task_store", "{wire}");
+        let wire = bernstein_protocol::pyjson::Value::from(wire);
+        let parsed =
+            bernstein_journal::claim::ClaimReceipt::from_wire(wire.as_object().unwrap()).unwrap();
+        let report = bernstein_journal::claim::verify_task_store_claim_receipt(&parsed, &chain);
+        assert!(report.ok(), "{:?}", report.findings);
+    }
+
     let overview = project
         .call("bernstein_status", json!({"status": "done"}))
         .await;
