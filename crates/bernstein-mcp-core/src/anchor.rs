@@ -115,13 +115,8 @@ impl Anchor {
             // A poisoned lock only means another call panicked mid-append; the journal itself
             // is re-read under its file lock, so the writer is still sound to use.
             let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            writer.append_with(STATELESS_CALL_EVENT, |rows| {
-                let call_index = rows
-                    .iter()
-                    .filter(|row| {
-                        row.get("event").and_then(PyValue::as_str) == Some(STATELESS_CALL_EVENT)
-                    })
-                    .count() as u64;
+            writer.append_counted(STATELESS_CALL_EVENT, |journal| {
+                let call_index = journal.count_of(STATELESS_CALL_EVENT);
                 match &claim {
                     Some(Ok(claimed)) if *claimed == call_index => {}
                     Some(Ok(claimed)) => {

@@ -35,6 +35,7 @@ use super::reader::scan;
 use super::verify::{detect_hash_profile, row_str, verify_rows};
 use crate::{Error, Result};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
@@ -102,6 +103,36 @@ pub struct JournalWriter<C: Clock = SystemClock> {
     clock: C,
     start_ts: f64,
     tail: Option<Tail>,
+    /// Rows per event type, valid for the file state `tail` describes (same identity).
+    counts: Option<EventCounts>,
+}
+
+/// How many rows of each event type a journal holds, as of one file state.
+#[derive(Debug, Clone, Default)]
+struct EventCounts {
+    identity: (u64, u64, u64),
+    by_event: HashMap<String, u64>,
+    rows: u64,
+}
+
+/// What [`JournalWriter::append_counted`] tells its payload builder about the journal: the
+/// rows it holds, in total and per event type, read under the append's lock.
+#[derive(Debug)]
+pub struct JournalSummary<'a> {
+    rows: u64,
+    by_event: &'a HashMap<String, u64>,
+}
+
+impl JournalSummary<'_> {
+    /// Every row in the journal.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The rows whose `event` is `event`.
+    pub fn count_of(&self, event: &str) -> u64 {
+        self.by_event.get(event).copied().unwrap_or(0)
+    }
 }
 
 impl JournalWriter<SystemClock> {
@@ -146,6 +177,7 @@ impl<C: Clock> JournalWriter<C> {
             clock,
             start_ts,
             tail: None,
+            counts: None,
         })
     }
 
@@ -183,28 +215,62 @@ impl<C: Clock> JournalWriter<C> {
         self.append_locked(&mut file, &path, event, payload)
     }
 
-    /// Appends one event whose payload is built from the journal's current rows, read under the
-    /// same exclusive lock the append holds, so a value derived from the rows (a count, an
-    /// order) cannot be raced by another process appending in between.
+    /// Appends one event whose payload is built from what the journal holds (its row count per
+    /// event type), read under the same exclusive lock the append holds, so a value derived
+    /// from it (a call index, an order) cannot be raced by another process appending in
+    /// between.
     ///
-    /// `build` sees every row in file order and returns the payload, or `None` to append
-    /// nothing (the call then returns `Ok(None)`; the journal file may have been created
-    /// empty). Unlike [`JournalWriter::append`], the whole journal is re-read on every call.
+    /// `build` returns the payload, or `None` to append nothing (the call then returns
+    /// `Ok(None)`; the journal file may have been created empty). The counts are kept between
+    /// calls and the journal is re-read only when another writer changed the file since this
+    /// writer's last append, so a long-lived writer appends in constant time.
     ///
     /// # Errors
     ///
     /// As [`JournalWriter::append`].
-    pub fn append_with<F>(&mut self, event: &str, build: F) -> Result<Option<AppendedRow>>
+    pub fn append_counted<F>(&mut self, event: &str, build: F) -> Result<Option<AppendedRow>>
     where
-        F: FnOnce(&[Object]) -> Option<Object>,
+        F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
     {
         let (mut file, path) = self.open_locked()?;
         let identity = file_identity(&file, &path)?;
-        let (tail, rows) = self.read_rows(&mut file, &path, identity)?;
-        let Some(payload) = build(&rows) else {
+        let cached = match (&self.tail, &self.counts) {
+            (Some(tail), Some(counts))
+                if tail.identity == identity && counts.identity == identity =>
+            {
+                Some((tail.clone(), counts.clone()))
+            }
+            _ => None,
+        };
+        let (tail, mut counts) = match cached {
+            Some(cached) => cached,
+            None => {
+                let (tail, rows) = self.read_rows(&mut file, &path, identity)?;
+                let mut counts = EventCounts {
+                    identity,
+                    by_event: HashMap::new(),
+                    rows: 0,
+                };
+                for row in &rows {
+                    counts.rows += 1;
+                    if let Some(name) = row.get("event").and_then(Value::as_str) {
+                        *counts.by_event.entry(name.to_owned()).or_insert(0) += 1;
+                    }
+                }
+                (tail, counts)
+            }
+        };
+        let summary = JournalSummary {
+            rows: counts.rows,
+            by_event: &counts.by_event,
+        };
+        let Some(payload) = build(&summary) else {
             return Ok(None);
         };
         check_payload_keys(&payload)?;
+        counts.identity = identity;
+        self.counts = Some(counts);
+        // `write_row` advances the counts with the row it writes.
         self.write_row(&mut file, &path, identity, tail, event, &payload)
             .map(Some)
     }
@@ -304,6 +370,15 @@ impl<C: Clock> JournalWriter<C> {
 
         let (dev, ino, size) = identity;
         let written = bytes.len() as u64;
+        // Counts that described the file before this row describe it after, plus this row.
+        match &mut self.counts {
+            Some(counts) if counts.identity == identity => {
+                counts.identity = (dev, ino, size + written);
+                counts.rows += 1;
+                *counts.by_event.entry(event.to_owned()).or_insert(0) += 1;
+            }
+            _ => self.counts = None,
+        }
         self.tail = Some(Tail {
             identity: (dev, ino, size + written),
             next_index: tail.next_index + 1,
@@ -449,24 +524,35 @@ mod tests {
     }
 
     #[test]
-    fn append_with_builds_the_payload_from_the_rows_under_the_lock() {
+    fn append_counted_builds_the_payload_from_the_journal_under_the_lock() {
         let dir = tempfile::tempdir().unwrap();
         let mut first = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
         let mut second = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
-        let count = |rows: &[Object]| Some(Object::new().with("seen", rows.len()));
-        let a = first.append_with("counted", count).unwrap().unwrap();
-        // The second writer has no cached tail; it must see the first writer's row.
-        let b = second.append_with("counted", count).unwrap().unwrap();
-        let c = first.append_with("counted", count).unwrap().unwrap();
-        assert_eq!((a.index, b.index, c.index), (0, 1, 2));
-        assert!(c.line.ends_with("\"seen\": 2}"), "{}", c.line);
-        assert_eq!(second.append_with("counted", |_| None).unwrap(), None);
+        let count = |seen: &JournalSummary<'_>| {
+            Some(
+                Object::new()
+                    .with("seen", seen.count_of("counted"))
+                    .with("rows", seen.rows()),
+            )
+        };
+        let a = first.append_counted("counted", count).unwrap().unwrap();
+        // The second writer has no cached counts; it must see the first writer's row.
+        let b = second.append_counted("counted", count).unwrap().unwrap();
+        // The first writer's cache is stale now (the file grew under it): it re-reads.
+        let c = first.append_counted("counted", count).unwrap().unwrap();
+        first.append("other", &Object::new()).unwrap();
+        // Cached after its own plain append: the count of "counted" rows stays right.
+        let d = first.append_counted("counted", count).unwrap().unwrap();
+        assert_eq!((a.index, b.index, c.index, d.index), (0, 1, 2, 4));
+        assert!(c.line.ends_with("\"seen\": 2, \"rows\": 2}"), "{}", c.line);
+        assert!(d.line.ends_with("\"seen\": 3, \"rows\": 4}"), "{}", d.line);
+        assert_eq!(second.append_counted("counted", |_| None).unwrap(), None);
         let err = first
-            .append_with("x", |_| Some(Object::new().with("index", 1)))
+            .append_counted("x", |_| Some(Object::new().with("index", 1)))
             .unwrap_err();
         assert!(matches!(err, Error::Encode(_)), "{err}");
         let report = verify_journal(&first.path().unwrap()).unwrap();
-        assert!(report.ok() && report.count == 3, "{report:?}");
+        assert!(report.ok() && report.count == 5, "{report:?}");
     }
 
     #[test]
