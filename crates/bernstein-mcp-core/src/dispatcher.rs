@@ -202,10 +202,9 @@ impl DispatcherBuilder {
                 tier,
                 ..self.tool_config
             };
-            let names = Catalogue::new(&config)?
-                .tools()
-                .iter()
-                .map(|spec| spec.name.clone())
+            let names = Catalogue::advertised_names(&config)
+                .into_iter()
+                .map(str::to_owned)
                 .collect();
             tier_tools.push((tier.as_str().to_owned(), names));
         }

@@ -158,6 +158,16 @@ impl Catalogue {
         })
     }
 
+    /// The names `config` advertises, in `tools/list` order, without building the catalogue
+    /// (no schema is parsed or compiled): what the capability card lists per tier.
+    pub fn advertised_names(config: &ToolConfig) -> Vec<&'static str> {
+        TOOLS
+            .iter()
+            .filter(|def| def.tier <= config.tier && (!def.needs_lineage || config.lineage_enabled))
+            .map(|def| def.name)
+            .collect()
+    }
+
     /// The configuration the catalogue was built with.
     pub fn config(&self) -> &ToolConfig {
         &self.config

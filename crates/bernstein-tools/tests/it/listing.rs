@@ -225,3 +225,27 @@ fn structured_tools_declare_their_envelope_and_task_support() {
         ]
     );
 }
+
+#[test]
+fn advertised_names_match_the_built_catalogue() {
+    for tier in bernstein_tools::Tier::ALL {
+        for lineage_enabled in [true, false] {
+            let config = bernstein_tools::ToolConfig {
+                tier,
+                lineage_enabled,
+                ..bernstein_tools::ToolConfig::default()
+            };
+            let built: Vec<String> = bernstein_tools::Catalogue::new(&config)
+                .unwrap()
+                .tools()
+                .iter()
+                .map(|t| t.name.clone())
+                .collect();
+            assert_eq!(
+                bernstein_tools::Catalogue::advertised_names(&config),
+                built,
+                "{tier:?} lineage={lineage_enabled}"
+            );
+        }
+    }
+}
