@@ -311,25 +311,7 @@ fn evidence_we_write_verifies_under_the_reference(
             &NewMessage::new("t-1", "worker-a", "finding", body, 1_780_000_000.25),
             &RedactionContext::default(),
         )?;
-        let details = Object::new()
-            .with("task_id", entry.task_id.clone())
-            .with("seq", entry.seq)
-            .with("kind", entry.kind.clone())
-            .with("sender", entry.sender.clone())
-            .with(
-                "sender_card_fingerprint",
-                entry.sender_card_fingerprint.clone(),
-            )
-            .with("body_hash", entry.body_hash.clone())
-            .with("entry_hash", entry.entry_hash.clone())
-            .with("redaction_count", entry.redaction_count);
-        chain.append(&AuditEvent::new(
-            "task.mailbox_message",
-            "task_mailbox",
-            "task_mailbox_message",
-            entry.task_id.clone(),
-            details,
-        ))?;
+        chain.append(&entry.audit_mirror_event())?;
     }
 
     // A second claim finds nothing eligible: a signed refusal, with no audit event.

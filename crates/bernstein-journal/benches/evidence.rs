@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use bernstein_journal::audit::{self, AuditChain, AuditEvent};
+use bernstein_journal::audit::{self, AuditChain};
 use bernstein_journal::claim::{
     BacklogEntry, ClaimFilter, ClaimRequest, ClaimTime, backlog_path, claim_in_project,
     write_backlog,
@@ -21,7 +21,6 @@ use bernstein_journal::dlp::RedactionContext;
 use bernstein_journal::identity::SigningIdentity;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::mailbox::{Mailbox, NewMessage};
-use bernstein_protocol::pyjson::Object;
 
 const CLAIMS: usize = 200;
 const POSTS: usize = 400;
@@ -82,27 +81,7 @@ fn main() {
         let entry = mailbox
             .post(&message, &RedactionContext::default())
             .expect("post");
-        let details = Object::new()
-            .with("task_id", entry.task_id.clone())
-            .with("seq", entry.seq)
-            .with("kind", entry.kind.clone())
-            .with("sender", entry.sender.clone())
-            .with(
-                "sender_card_fingerprint",
-                entry.sender_card_fingerprint.clone(),
-            )
-            .with("body_hash", entry.body_hash.clone())
-            .with("entry_hash", entry.entry_hash.clone())
-            .with("redaction_count", entry.redaction_count);
-        chain
-            .append(&AuditEvent::new(
-                "task.mailbox_message",
-                "task_mailbox",
-                "task_mailbox_message",
-                task,
-                details,
-            ))
-            .expect("mirror");
+        chain.append(&entry.audit_mirror_event()).expect("mirror");
     }
     report("mailbox posts", POSTS, started.elapsed());
     assert!(mailbox.verify().expect("verify").ok());

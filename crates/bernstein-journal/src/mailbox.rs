@@ -147,6 +147,30 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The `task.mailbox_message` audit event that mirrors this entry onto the chain
+    /// (`FORMATS.md` §2.6), as the reference's route writes it after the append.
+    pub fn audit_mirror_event(&self) -> crate::audit::AuditEvent {
+        let details = Object::new()
+            .with("task_id", self.task_id.as_str())
+            .with("seq", self.seq)
+            .with("kind", self.kind.as_str())
+            .with("sender", self.sender.as_str())
+            .with(
+                "sender_card_fingerprint",
+                self.sender_card_fingerprint.as_str(),
+            )
+            .with("body_hash", self.body_hash.as_str())
+            .with("entry_hash", self.entry_hash.as_str())
+            .with("redaction_count", self.redaction_count);
+        crate::audit::AuditEvent::new(
+            MIRROR_EVENT_TYPE,
+            "task_mailbox",
+            "task_mailbox_message",
+            self.task_id.as_str(),
+            details,
+        )
+    }
+
     /// The fields covered by the HMAC chain tag.
     pub fn binding(&self) -> Object {
         Object::new()
@@ -544,6 +568,9 @@ impl<'a> NewMessage<'a> {
         }
     }
 }
+
+/// Event type of the audit mirror of a mailbox post.
+pub const MIRROR_EVENT_TYPE: &str = "task.mailbox_message";
 
 /// The mailbox of one server: the journal file, its HMAC key and its signing identity.
 pub struct Mailbox {

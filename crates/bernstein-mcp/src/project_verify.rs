@@ -193,7 +193,7 @@ fn mailbox_section(sdd: &Path, key: &AuditKey) -> Section {
     let mut records = audit::verified_records(&sdd.join("audit"), key);
     let mirrors: Vec<MirrorEvent> = records
         .by_ref()
-        .filter(|r| r.event_type == "task.mailbox_message")
+        .filter(|r| r.event_type == mailbox::MIRROR_EVENT_TYPE)
         .filter_map(|r| MirrorEvent::from_details(&r.details))
         .collect();
     let chain = records.finish();

@@ -26,7 +26,7 @@ use bernstein_journal::artifacts::{
     ArtifactContent, ArtifactFields, FindingProvenance, PostRequest, post_run_artifact,
     read_artifact_rows,
 };
-use bernstein_journal::audit::{AuditChain, AuditEvent};
+use bernstein_journal::audit::AuditChain;
 use bernstein_journal::claim::{
     ClaimFilter, ClaimRequest as BacklogClaimRequest, ClaimTime, backlog_path, claim_in_project,
     normalised_rows, read_backlog,
@@ -45,8 +45,6 @@ use bernstein_tasks::{Complexity, NewTask, Scope, TaskId, TaskStatus};
 
 use crate::error::Error;
 
-/// Event type of the audit mirror of a mailbox post.
-const EVENT_TASK_MAILBOX_MESSAGE: &str = "task.mailbox_message";
 /// How often the embedded store is re-read while a subscription waits for a new task.
 const SUBSCRIBE_POLL: Duration = Duration::from_millis(200);
 
@@ -917,25 +915,7 @@ fn post_message_blocking(
     };
     let redaction = RedactionContext { home, secrets: &[] };
     let entry = mailbox.post(&message, &redaction)?;
-    let details = Object::new()
-        .with("task_id", entry.task_id.as_str())
-        .with("seq", entry.seq)
-        .with("kind", entry.kind.as_str())
-        .with("sender", entry.sender.as_str())
-        .with(
-            "sender_card_fingerprint",
-            entry.sender_card_fingerprint.as_str(),
-        )
-        .with("body_hash", entry.body_hash.as_str())
-        .with("entry_hash", entry.entry_hash.as_str())
-        .with("redaction_count", entry.redaction_count);
-    let event = AuditEvent::new(
-        EVENT_TASK_MAILBOX_MESSAGE,
-        "task_mailbox",
-        "task_mailbox_message",
-        task_id,
-        details,
-    );
+    let event = entry.audit_mirror_event();
     // As in the reference route, the mirror is best effort: the entry is already durable.
     if let Err(e) = chain.append(&event) {
         tracing::warn!(task_id, "task_mailbox: audit chain mirror failed: {e}");
