@@ -6,19 +6,17 @@
 //! `0..n-1`. A tampered entry fails the chain at that entry's file and line, and its call is
 //! missing from the order, so both are printed.
 
-use anyhow::Context;
-use bernstein_journal::key::AuditKey;
 use bernstein_mcp_core::{CallOrder, RecordedCall, reconstruct_call_order};
 use serde_json::{Value, json};
 
 use crate::Outcome;
-use crate::cli::{AuditCallsArgs, key_locator};
+use crate::cli::{AuditCallsArgs, load_audit_key};
 use crate::verify_cmds::{audit_report_json, print_json, print_text, sdd_dir};
 
 pub(crate) fn audit_calls(args: AuditCallsArgs) -> anyhow::Result<Outcome> {
     let audit_dir = sdd_dir(&args.project.workdir)?.join("audit");
     // Reading the order never creates a key: a missing key is a setup error.
-    let key = AuditKey::load(&key_locator(args.key_file)).context("cannot load the audit key")?;
+    let key = load_audit_key(args.key_file)?;
     let order = reconstruct_call_order(&audit_dir, &key, &args.run_id);
     if args.json {
         print_json(&order_json(&order))?;

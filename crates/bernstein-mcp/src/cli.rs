@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use bernstein_journal::key::KeyLocator;
+use anyhow::Context;
+use bernstein_journal::key::{AuditKey, KeyLocator};
 use clap::{Args, Parser, Subcommand};
 
 /// bernstein-mcp: the Bernstein MCP server and offline evidence verifier.
@@ -236,4 +237,10 @@ pub(crate) fn env_value(name: &str) -> Option<String> {
 /// An environment variable as set, empty values included (the toggles distinguish them).
 pub(crate) fn env_raw(name: &str) -> Option<String> {
     std::env::var(name).ok()
+}
+
+/// Loads the audit key for a verification command: from the explicit file, else the
+/// environment's search path. Verification never creates a key, so a missing one is an error.
+pub(crate) fn load_audit_key(explicit: Option<PathBuf>) -> anyhow::Result<AuditKey> {
+    AuditKey::load(&key_locator(explicit)).context("cannot load the audit key")
 }

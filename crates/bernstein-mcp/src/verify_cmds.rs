@@ -16,13 +16,12 @@ use bernstein_journal::claim::{
     verify_task_store_claim_receipt,
 };
 use bernstein_journal::handle;
-use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{self, JournalVerification};
 use bernstein_protocol::pyjson::{Dialect, Object, Value as PyValue};
 use serde_json::{Value, json};
 
 use crate::Outcome;
-use crate::cli::{AuditVerifyArgs, JournalHandleArgs, JournalVerifyArgs, key_locator};
+use crate::cli::{AuditVerifyArgs, JournalHandleArgs, JournalVerifyArgs, load_audit_key};
 
 pub(crate) fn sdd_dir(workdir: &Path) -> anyhow::Result<PathBuf> {
     let sdd = workdir.join(".sdd");
@@ -37,7 +36,7 @@ pub(crate) fn sdd_dir(workdir: &Path) -> anyhow::Result<PathBuf> {
 pub(crate) fn audit_verify(args: AuditVerifyArgs) -> anyhow::Result<Outcome> {
     let audit_dir = sdd_dir(&args.project.workdir)?.join("audit");
     // Verification reads the key and never creates one: a missing key is a setup error.
-    let key = AuditKey::load(&key_locator(args.key_file)).context("cannot load the audit key")?;
+    let key = load_audit_key(args.key_file)?;
     let mut bar = ProgressBar::new(!args.json && std::io::stderr().is_terminal());
     let report = audit::verify_with_progress(&audit_dir, &key, &mut |p| bar.update(p));
     bar.finish();
@@ -259,7 +258,7 @@ pub(crate) fn backlog_verify_claim(
 ) -> anyhow::Result<Outcome> {
     let wire = read_wire_object(receipt_path)?;
     let receipt = ClaimReceipt::from_wire(&wire)?;
-    let key = AuditKey::load(&key_locator(key_file)).context("cannot load the audit key")?;
+    let key = load_audit_key(key_file)?;
     let sdd = workdir.join(".sdd");
     let chain = AuditChain::open(audit_dir.unwrap_or_else(|| sdd.join("audit")), key);
     let report = if receipt.backlog_snapshot.is_some() {
@@ -306,7 +305,7 @@ pub(crate) fn capsule_verify(
     as_json: bool,
 ) -> anyhow::Result<Outcome> {
     let sdd = sdd_dir(workdir)?;
-    let key = AuditKey::load(&key_locator(key_file)).context("cannot load the audit key")?;
+    let key = load_audit_key(key_file)?;
     let chain = AuditChain::open(sdd.join("audit"), key);
     let report = verify_context_capsule(workdir, &chain, task_id)?;
     if as_json {
@@ -341,7 +340,7 @@ pub(crate) fn project_verify(
     as_json: bool,
 ) -> anyhow::Result<Outcome> {
     sdd_dir(workdir)?;
-    let key = AuditKey::load(&key_locator(key_file)).context("cannot load the audit key")?;
+    let key = load_audit_key(key_file)?;
     let sections = crate::project_verify::verify_project(workdir, &key, receipts);
     let ok = sections.iter().all(|s| s.ok);
     if as_json {
