@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bernstein_journal::key::AuditKey;
+use bernstein_journal::lineage_log::LineageLog;
 use bernstein_protocol::SPEC_REVISION;
 use bernstein_tasks::embedded::EmbeddedStore;
 use bernstein_tasks::remote::{RemoteBackend, RemoteConfig};
@@ -47,6 +48,10 @@ use crate::tasks::{self, TASK_LIST_PAGE, TaskView};
 pub const CAPABILITY_URI: &str = "bernstein://capability";
 /// The URI of the skill index resource.
 pub const SKILL_INDEX_URI: &str = "bernstein://skills/index";
+/// The lineage statistics resource (served while lineage is enabled).
+pub const LINEAGE_STATS_URI: &str = "lineage://stats";
+/// The prefix of the per-artefact lineage resources: `lineage://artefact/<repo-relative path>`.
+pub const LINEAGE_ARTEFACT_PREFIX: &str = "lineage://artefact/";
 /// The anchoring run when none is configured.
 pub const DEFAULT_ANCHOR_RUN_ID: &str = "mcp-calls";
 /// The tool that may be task-augmented.
@@ -485,7 +490,7 @@ impl Dispatcher {
             "prompts/list" => Ok(json!({"prompts": prompts::list()})),
             "prompts/get" => self.get_prompt(request),
             "resources/list" => Ok(self.list_resources()),
-            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+            "resources/templates/list" => Ok(self.list_resource_templates()),
             "resources/read" => self.read_resource(request).await,
             "tasks/get" => self.task_get(request).await,
             "tasks/cancel" => self.task_cancel(request).await,
@@ -581,7 +586,34 @@ impl Dispatcher {
         serde_json::to_value(rendered).map_err(|err| RpcError::internal(err.to_string()))
     }
 
+    fn list_resource_templates(&self) -> JsonValue {
+        if !self.shared.tool_config.lineage_enabled {
+            return json!({"resourceTemplates": []});
+        }
+        json!({"resourceTemplates": [{
+            "uriTemplate": format!("{LINEAGE_ARTEFACT_PREFIX}{{artefact_path}}"),
+            "name": "lineage_artefact",
+            "description": "The lineage log entries of one artefact (a repo-relative path), one canonical JSON object per line.",
+            "mimeType": "application/x-ndjson",
+        }]})
+    }
+
     fn list_resources(&self) -> JsonValue {
+        let mut listed = self.fixed_resources();
+        if self.shared.tool_config.lineage_enabled
+            && let Some(resources) = listed["resources"].as_array_mut()
+        {
+            resources.push(json!({
+                "uri": LINEAGE_STATS_URI,
+                "name": "lineage_stats",
+                "description": "Counts over the project's lineage log: entries, artefacts, open forks, agents seen, entries in the last 24 hours.",
+                "mimeType": "application/json",
+            }));
+        }
+        listed
+    }
+
+    fn fixed_resources(&self) -> JsonValue {
         json!({"resources": [
             {
                 "uri": CAPABILITY_URI,
@@ -632,6 +664,32 @@ impl Dispatcher {
                 self.card_text(revision)
             }
             SKILL_INDEX_URI => bernstein_tools::skill_index_text(),
+            LINEAGE_STATS_URI if self.shared.tool_config.lineage_enabled => {
+                let now_ns = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                let log = LineageLog::for_project(&self.shared.workdir);
+                let body = log
+                    .stats_resource_body(now_ns)
+                    .map_err(|err| RpcError::internal(err.to_string()))?;
+                return Ok(
+                    json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": body}]}),
+                );
+            }
+            artefact
+                if self.shared.tool_config.lineage_enabled
+                    && artefact.len() > LINEAGE_ARTEFACT_PREFIX.len()
+                    && artefact.starts_with(LINEAGE_ARTEFACT_PREFIX) =>
+            {
+                let path = &artefact[LINEAGE_ARTEFACT_PREFIX.len()..];
+                let log = LineageLog::for_project(&self.shared.workdir);
+                let body = log
+                    .artefact_resource_body(path)
+                    .map_err(|err| RpcError::internal(err.to_string()))?;
+                return Ok(
+                    json!({"contents": [{"uri": uri, "mimeType": "application/x-ndjson", "text": body}]}),
+                );
+            }
             other => {
                 let code = if request.is_stateless() {
                     jsonrpc::INVALID_PARAMS

@@ -43,7 +43,7 @@ pub use anchor::{
 pub use card::{AuthPosture, ServerIdentity, TransportInfo};
 pub use dispatcher::{
     Accepted, BackendChoice, CAPABILITY_URI, DEFAULT_ANCHOR_RUN_ID, Dispatcher, DispatcherBuilder,
-    SKILL_INDEX_URI,
+    LINEAGE_ARTEFACT_PREFIX, LINEAGE_STATS_URI, SKILL_INDEX_URI,
 };
 pub use error::{Error, Result};
 pub use scope::{CallScope, DiscardNotifications, NotificationSink};

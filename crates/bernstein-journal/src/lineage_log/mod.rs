@@ -211,6 +211,93 @@ impl LineageLog {
         }
     }
 
+    /// The log's entries in file order, each with its canonical line. A missing log has none;
+    /// lines that do not parse as objects are skipped, as the reference's reader skips them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Containment`] or [`Error::Io`] when the log exists but cannot be read.
+    pub fn read_entries(&self) -> Result<Vec<Object>> {
+        let path = self.log_path()?;
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(Error::io("read", &path, err)),
+        };
+        Ok(bytes
+            .split(|b| *b == b'\n')
+            .filter_map(|line| std::str::from_utf8(line).ok())
+            .filter(|line| !line.trim().is_empty())
+            .filter_map(|line| Value::parse(line).ok())
+            .filter_map(|value| match value {
+                Value::Object(entry) => Some(entry),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The body of the `lineage://artefact/{artefact_path}` resource: the canonical JSON of
+    /// each entry for that artefact, joined by `\n`.
+    ///
+    /// # Errors
+    ///
+    /// As [`LineageLog::read_entries`].
+    pub fn artefact_resource_body(&self, artefact_path: &str) -> Result<String> {
+        let lines: Vec<String> = self
+            .read_entries()?
+            .iter()
+            .filter(|entry| {
+                entry.get("artefact_path").and_then(Value::as_str) == Some(artefact_path)
+            })
+            .map(canonical_entry)
+            .collect();
+        Ok(lines.join("\n"))
+    }
+
+    /// The body of the `lineage://stats` resource: `{agents_seen, artefacts, last_24h_entries,
+    /// open_forks, total_entries}` with sorted keys, counted over the whole log; an entry is in
+    /// the last 24 hours when its `ts_ns` is at or after `now_ns` minus a day, and an open fork
+    /// is an artefact whose tip set has more than one open tip.
+    ///
+    /// # Errors
+    ///
+    /// As [`LineageLog::read_entries`], or when a tip file cannot be read.
+    pub fn stats_resource_body(&self, now_ns: u128) -> Result<String> {
+        let entries = self.read_entries()?;
+        let cutoff = now_ns.saturating_sub(24 * 3_600 * 1_000_000_000);
+        let mut artefacts = std::collections::BTreeSet::new();
+        let mut agents = std::collections::BTreeSet::new();
+        let mut last_day = 0u64;
+        for entry in &entries {
+            if let Some(path) = entry.get("artefact_path").and_then(Value::as_str) {
+                artefacts.insert(path.to_owned());
+            }
+            if let Some(agent) = entry.get("agent_id").and_then(Value::as_str) {
+                agents.insert(agent.to_owned());
+            }
+            let ts = entry.get("ts_ns").and_then(|v| match v {
+                Value::Int(i) => i.as_str().parse::<u128>().ok(),
+                _ => None,
+            });
+            if ts.is_some_and(|ts| ts >= cutoff) {
+                last_day += 1;
+            }
+        }
+        let mut open_forks = 0u64;
+        for path in &artefacts {
+            if self.tip_set(path)?.open.len() > 1 {
+                open_forks += 1;
+            }
+        }
+        let body = Object::new()
+            .with("total_entries", entries.len())
+            .with("artefacts", artefacts.len())
+            .with("open_forks", open_forks)
+            .with("agents_seen", agents.into_iter().collect::<Vec<_>>())
+            .with("last_24h_entries", last_day);
+        Ok(Value::Object(body).dumps(Dialect::PY_SPACED))
+    }
+
     /// The containment-checked path of `segments` under `.sdd/lineage`.
     ///
     /// # Errors

@@ -12,7 +12,7 @@ use bernstein_journal::lineage_log::{
 };
 use bernstein_protocol::pyjson::{Dialect, Value};
 
-use crate::support::vector;
+use crate::support::{fixtures, vector};
 
 const AGENT: &str = "agent:worker-a";
 const KID: &str = "worker-a-key-1";
@@ -479,4 +479,29 @@ proptest::proptest! {
         let report = verify_lineage(scratch.path(), "src/app.py", &operator_key(), &cards()).unwrap();
         proptest::prop_assert!(!report.ok, "byte {} -> {:#04x}", at, byte);
     }
+}
+
+#[test]
+fn lineage_resource_bodies_match_the_reference() {
+    let log = LineageLog::for_project(&vector("artifacts"));
+    let expected =
+        std::fs::read_to_string(fixtures().join("lineage/artifacts_src_app_py.body")).unwrap();
+    assert_eq!(log.artefact_resource_body("src/app.py").unwrap(), expected);
+    assert_eq!(log.artefact_resource_body("no/such/file").unwrap(), "");
+    // Long after the vector's entries were written: none falls in the last 24 hours.
+    let far_future_ns = 4_000_000_000u128 * 1_000_000_000;
+    assert_eq!(
+        log.stats_resource_body(far_future_ns).unwrap(),
+        r#"{"agents_seen": ["agent:worker-a"], "artefacts": 1, "last_24h_entries": 0, "open_forks": 0, "total_entries": 2}"#
+    );
+    // Right at the entries' time both count.
+    let stats = log.stats_resource_body(0).unwrap();
+    assert!(stats.contains("\"last_24h_entries\": 2"), "{stats}");
+    let empty = tempfile::tempdir().unwrap();
+    assert_eq!(
+        LineageLog::for_project(empty.path())
+            .stats_resource_body(0)
+            .unwrap(),
+        r#"{"agents_seen": [], "artefacts": 0, "last_24h_entries": 0, "open_forks": 0, "total_entries": 0}"#
+    );
 }

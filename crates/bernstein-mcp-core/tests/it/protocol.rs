@@ -159,8 +159,32 @@ async fn resources_list_and_skill_index() {
         .collect();
     assert_eq!(
         uris,
-        vec!["bernstein://capability", "bernstein://skills/index"]
+        vec![
+            "bernstein://capability",
+            "bernstein://skills/index",
+            "lineage://stats"
+        ]
     );
+    let stats = project
+        .result("resources/read", json!({"uri": "lineage://stats"}))
+        .await;
+    assert_eq!(
+        stats["contents"][0]["text"],
+        r#"{"agents_seen": [], "artefacts": 0, "last_24h_entries": 0, "open_forks": 0, "total_entries": 0}"#
+    );
+    let templates = project.result("resources/templates/list", json!({})).await;
+    assert_eq!(
+        templates["resourceTemplates"][0]["uriTemplate"],
+        "lineage://artefact/{artefact_path}"
+    );
+    let artefact = project
+        .result(
+            "resources/read",
+            json!({"uri": "lineage://artefact/src/app.py"}),
+        )
+        .await;
+    assert_eq!(artefact["contents"][0]["mimeType"], "application/x-ndjson");
+    assert_eq!(artefact["contents"][0]["text"], "");
     let index = project
         .result("resources/read", json!({"uri": "bernstein://skills/index"}))
         .await;
