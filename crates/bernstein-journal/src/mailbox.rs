@@ -219,21 +219,11 @@ impl Entry {
     /// The HTTP/MCP result: the entry without `schema_version`, keys in the reference's
     /// `TaskMessageResponse` order.
     pub fn to_wire(&self) -> Object {
-        Object::new()
-            .with("seq", self.seq)
-            .with("task_id", self.task_id.as_str())
-            .with("sender", self.sender.as_str())
-            .with(
-                "sender_card_fingerprint",
-                self.sender_card_fingerprint.as_str(),
-            )
-            .with("kind", self.kind.as_str())
-            .with("body", self.body.as_str())
-            .with("body_hash", self.body_hash.as_str())
-            .with("redaction_count", self.redaction_count)
-            .with("timestamp", self.timestamp)
-            .with("prev_entry_hash", self.prev_entry_hash.as_str())
-            .with("entry_hash", self.entry_hash.as_str())
+        // The binding is already in the wire order; the wire drops `schema_version` and adds the
+        // chain tag and the signature after it.
+        let mut wire = self.binding();
+        wire.remove("schema_version");
+        wire.with("entry_hash", self.entry_hash.as_str())
             .with("signature", self.signature.as_str())
             .with("signer_public_key_pem", self.signer_public_key_pem.as_str())
     }
