@@ -14,7 +14,8 @@
 //! * [`claim`]: signed claim receipts over the claimable backlog, and their offline verifier;
 //! * [`artifacts`]: run artifacts, the content-addressed blob store and the lineage spine;
 //! * [`lineage_log`]: the ADR-009 lineage log behind `bernstein_verify_lineage`;
-//! * [`capsule`]: signed context capsules and their offline verifier.
+//! * [`capsule`]: signed context capsules and their offline verifier;
+//! * [`durable`]: durable directory creation, append rollback and torn-tail recovery.
 //!
 //! Architecture invariant: the journal knows no transport, no MCP message and no task store. It
 //! reads no environment variable: callers pass key locations in explicitly ([`key::KeyLocator`]).
@@ -26,6 +27,7 @@ pub mod capsule;
 pub mod claim;
 pub mod crypto;
 pub mod dlp;
+pub mod durable;
 mod error;
 pub mod handle;
 pub mod identity;

@@ -28,7 +28,7 @@ use bernstein_journal::artifacts::{
 };
 use bernstein_journal::audit::AuditChain;
 use bernstein_journal::claim::{
-    ClaimFilter, ClaimRequest as BacklogClaimRequest, ClaimTime, backlog_path, claim_in_project,
+    ClaimFilter, ClaimRequest as BacklogClaimRequest, backlog_path, claim_in_project,
     normalised_rows, read_backlog,
 };
 use bernstein_journal::dlp::RedactionContext;
@@ -479,9 +479,9 @@ impl Backend {
                 let key = self.require_key("a claim receipt")?.clone();
                 let request = claim_request_from_body(body);
                 let root = store.workdir().to_path_buf();
+                // No clock reading here: the claim reads it under the chain lock (`None`).
                 let outcome =
-                    run_blocking(move || claim_in_project(&root, key, &request, ClaimTime::now()))
-                        .await??;
+                    run_blocking(move || claim_in_project(&root, key, &request, None)).await??;
                 // The embedded store rewrites the backlog file whenever its tasks change, so a
                 // receipt checked against the file would stop verifying at the next unrelated
                 // task. Like the reference server's claims on its task store, the receipt

@@ -4,20 +4,25 @@
 //!
 //! 1. takes an exclusive `flock` on `<audit_dir>/.chain.lock` (created with mode 0600, as the
 //!    reference creates it), which serialises every Rust and Python appender of the directory;
-//! 2. takes one clock reading for both the timestamp and the daily segment name;
+//! 2. takes one clock reading, under that lock, for both the timestamp and the daily segment
+//!    name (a reading taken before the lock could name yesterday's segment after another
+//!    appender has already moved the chain into today's, forking it at midnight);
 //! 3. re-reads the head from disk: the tail of the day segment, scanned backwards. When that
 //!    tail does not verify locally (a crash-torn partial line, bytes failing their MAC, garbage,
 //!    a lost terminator), the tear is first sealed with a `chain.torn_record` record, written
 //!    together with the missing terminator in one write, exactly as the reference seals it; when
 //!    the day segment is new or empty, the head is reading 1 over all segments;
 //! 4. sets `details.prev_chain_digest` to that head, mints the scheme-2 record and writes the
-//!    line and its `\n` in one write, then fsyncs the segment (and the directory when the
-//!    segment is new) before returning.
+//!    line and its `\n` in one write, then fsyncs the segment and, once per process and
+//!    segment, the directories naming it ([`crate::durable::ensure_entry_durable`]) before
+//!    returning. A failed write or fsync truncates the segment back, so a retry cannot
+//!    duplicate the record.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bernstein_protocol::encoding::hex;
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
@@ -32,6 +37,7 @@ use super::record::{
 use super::report::TearClass;
 use super::segments::LineReader;
 use super::{EVENT_CHAIN_TORN_RECORD, LOCK_FILE_NAME};
+use crate::durable::{append_durably, create_dir_all_durable, ensure_entry_durable};
 use crate::key::AuditKey;
 use crate::{Error, Result};
 
@@ -107,6 +113,32 @@ pub struct AppendedRecord {
     pub sealed_tear: Option<SealedTear>,
 }
 
+/// The clock an [`AuditChain`] reads, under its append lock, for every record it stamps.
+#[derive(Clone)]
+pub struct AuditClock(Arc<dyn Fn() -> Timestamp + Send + Sync>);
+
+impl AuditClock {
+    /// The system clock ([`Timestamp::now`]).
+    pub fn system() -> AuditClock {
+        AuditClock(Arc::new(Timestamp::now))
+    }
+
+    /// A clock that calls `read` for every reading (pinned or stepping clocks in tests).
+    pub fn from_fn(read: impl Fn() -> Timestamp + Send + Sync + 'static) -> AuditClock {
+        AuditClock(Arc::new(read))
+    }
+
+    fn read(&self) -> Timestamp {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for AuditClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditClock")
+    }
+}
+
 /// An audit chain directory opened for appending and reading with one key.
 ///
 /// Opening does no IO. Appends create the directory when needed; reads never write.
@@ -114,6 +146,7 @@ pub struct AppendedRecord {
 pub struct AuditChain {
     dir: PathBuf,
     key: AuditKey,
+    clock: AuditClock,
 }
 
 impl AuditChain {
@@ -122,7 +155,14 @@ impl AuditChain {
         AuditChain {
             dir: audit_dir.into(),
             key,
+            clock: AuditClock::system(),
         }
+    }
+
+    /// The same chain, stamping records from `clock` instead of the system clock.
+    pub fn with_clock(mut self, clock: AuditClock) -> AuditChain {
+        self.clock = clock;
+        self
     }
 
     /// The audit directory.
@@ -135,14 +175,15 @@ impl AuditChain {
         &self.key
     }
 
-    /// Appends `event` now, with `details.prev_chain_digest` set to the head it chains onto.
+    /// Appends `event` now (the chain's clock, read under the append lock), with
+    /// `details.prev_chain_digest` set to the head it chains onto.
     pub fn append(&self, event: &AuditEvent) -> Result<AppendedRecord> {
-        self.append_inner(event, Timestamp::now(), true)
+        self.append_inner(event, None, true)
     }
 
     /// [`AuditChain::append`] with an explicit clock reading (deterministic tests, replays).
     pub fn append_at(&self, event: &AuditEvent, at: Timestamp) -> Result<AppendedRecord> {
-        self.append_inner(event, at, true)
+        self.append_inner(event, Some(at), true)
     }
 
     /// Appends `event` without adding `details.prev_chain_digest`, as the reference's plain
@@ -152,7 +193,7 @@ impl AuditChain {
         event: &AuditEvent,
         at: Option<Timestamp>,
     ) -> Result<AppendedRecord> {
-        self.append_inner(event, at.unwrap_or_else(Timestamp::now), false)
+        self.append_inner(event, at, false)
     }
 
     /// Reading 1, the MAC-valid recovered head, computed now from disk (no lock is taken: a
@@ -164,17 +205,19 @@ impl AuditChain {
     fn append_inner(
         &self,
         event: &AuditEvent,
-        at: Timestamp,
+        at: Option<Timestamp>,
         anchored: bool,
     ) -> Result<AppendedRecord> {
-        fs::create_dir_all(&self.dir)
+        create_dir_all_durable(&self.dir)
             .map_err(|err| Error::io("create directory", &self.dir, err))?;
         let _lock = ChainLock::acquire(&self.dir)?;
 
+        // The clock is read only now, under the lock: see the module documentation, step 2.
+        let at = at.unwrap_or_else(|| self.clock.read());
         let segment = at.segment_name();
         let segment_path = self.dir.join(&segment);
         let timestamp = at.to_record_string();
-        let (head, sealed_tear, existed) =
+        let (head, sealed_tear) =
             self.sync_for_append(&segment_path, &segment, &timestamp)?;
 
         let mut details = event.details.clone();
@@ -192,9 +235,10 @@ impl AuditChain {
             details,
         );
         let offset = append_bytes(&segment_path, format!("{}\n", minted.line).as_bytes())?;
-        if !existed {
-            sync_dir(&self.dir)?;
-        }
+        // Whoever created the segment may have died before fsyncing its directory; every
+        // process makes the entry durable itself before its first acknowledgement.
+        ensure_entry_durable(&segment_path)
+            .map_err(|err| Error::io("sync directory", &self.dir, err))?;
         Ok(AppendedRecord {
             segment,
             offset,
@@ -208,31 +252,31 @@ impl AuditChain {
     }
 
     /// The head the next record chains onto, sealing a torn day-segment tail first
-    /// (`_sync_for_append`). Returns the head, the seal if one was written, and whether the
-    /// day segment existed. The caller holds the chain lock.
+    /// (`_sync_for_append`). Returns the head and the seal if one was written. The caller holds
+    /// the chain lock.
     fn sync_for_append(
         &self,
         segment_path: &Path,
         segment: &str,
         timestamp: &str,
-    ) -> Result<(String, Option<SealedTear>, bool)> {
+    ) -> Result<(String, Option<SealedTear>)> {
         let state = local_tail_state(segment_path, &self.key)
             .map_err(|err| Error::io("read", segment_path, err))?;
         let Some(state) = state else {
-            return Ok((recovered_head(&self.dir, &self.key), None, false));
+            return Ok((recovered_head(&self.dir, &self.key), None));
         };
         if state.size == 0 {
-            return Ok((recovered_head(&self.dir, &self.key), None, true));
+            return Ok((recovered_head(&self.dir, &self.key), None));
         }
         if state.verified_prefix != state.size || !state.ends_with_newline {
             let seal = self.seal_torn_tail(segment_path, segment, timestamp, &state)?;
-            return Ok((seal.record_hmac.clone(), Some(seal), true));
+            return Ok((seal.record_hmac.clone(), Some(seal)));
         }
         let head = match state.local_head {
             Some(head) => head,
             None => recovered_head(&self.dir, &self.key),
         };
-        Ok((head, None, true))
+        Ok((head, None))
     }
 
     /// Seals a non-verifying tail with a `chain.torn_record` record (`_seal_torn_tail`). Never
@@ -336,7 +380,8 @@ fn mint(
 }
 
 /// Appends `bytes` with one write on an `O_APPEND` descriptor and fsyncs; returns the offset
-/// the bytes start at.
+/// the bytes start at. A failed write or fsync truncates the segment back to that offset (the
+/// caller holds the chain lock), so the caller's retry cannot duplicate the record.
 fn append_bytes(path: &Path, bytes: &[u8]) -> Result<u64> {
     let mut file = OpenOptions::new()
         .append(true)
@@ -346,16 +391,8 @@ fn append_bytes(path: &Path, bytes: &[u8]) -> Result<u64> {
     let offset = file
         .seek(SeekFrom::End(0))
         .map_err(|err| Error::io("seek", path, err))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|err| Error::io("append to", path, err))?;
+    append_durably(&mut file, offset, bytes).map_err(|err| Error::io("append to", path, err))?;
     Ok(offset)
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|handle| handle.sync_all())
-        .map_err(|err| Error::io("sync directory", dir, err))
 }
 
 /// The exclusive cross-process append lock: `flock(LOCK_EX)` on `<dir>/.chain.lock`, held until
@@ -496,6 +533,107 @@ impl<R: Read> Read for HashingReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::durable::seams;
+    use std::sync::Mutex;
+    use std::thread::JoinHandle;
+
+    fn key() -> AuditKey {
+        AuditKey::from_master_bytes(b"k".repeat(64))
+    }
+
+    fn event(id: &str) -> AuditEvent {
+        AuditEvent::new("test.event", "tester", "thing", id, Object::new())
+    }
+
+    /// Two appenders at midnight: A's clock reads 23:59:59.999999 and, before A can append,
+    /// B appends at 00:00:00.000001 into the next day's segment. If A read its clock outside
+    /// the chain lock, B gets in between and A then chains onto the old segment's tail, the
+    /// head B already used. Read under the lock, B waits and chains onto A instead.
+    #[test]
+    fn a_clock_read_across_midnight_cannot_fork_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        let day1_noon = Timestamp::parse("2026-03-01T12:00:00.000000Z").unwrap();
+        let day1_last = Timestamp::parse("2026-03-01T23:59:59.999999Z").unwrap();
+        let day2_first = Timestamp::parse("2026-03-02T00:00:00.000001Z").unwrap();
+        AuditChain::open(&audit, key())
+            .append_at(&event("first"), day1_noon)
+            .unwrap();
+
+        let b_thread: Arc<Mutex<Option<JoinHandle<AppendedRecord>>>> = Arc::default();
+        let b_slot = Arc::clone(&b_thread);
+        let lock_path = audit.join(LOCK_FILE_NAME);
+        let b_audit = audit.clone();
+        let a_clock = AuditClock::from_fn(move || {
+            // B appends while A is reading its clock.
+            let b_audit = b_audit.clone();
+            let b = std::thread::spawn(move || {
+                AuditChain::open(&b_audit, key())
+                    .with_clock(AuditClock::from_fn(move || day2_first))
+                    .append(&event("b"))
+                    .unwrap()
+            });
+            // Whether A holds the chain lock while it reads the clock. If it does, B blocks
+            // until A is done; waiting for B here would deadlock, so B is joined afterwards.
+            let probe = File::open(&lock_path).unwrap();
+            let a_holds_lock = probe.try_lock().is_err();
+            drop(probe);
+            if a_holds_lock {
+                *b_slot.lock().unwrap() = Some(b);
+            } else {
+                b.join().unwrap();
+            }
+            day1_last
+        });
+        let a = AuditChain::open(&audit, key())
+            .with_clock(a_clock)
+            .append(&event("a"))
+            .unwrap();
+        if let Some(b) = b_thread.lock().unwrap().take() {
+            let b = b.join().unwrap();
+            assert_eq!(b.prev_hmac, a.hmac, "B must chain onto A");
+        }
+
+        let chain = AuditChain::open(&audit, key());
+        let mut prevs = Vec::new();
+        for segment in ["2026-03-01.jsonl", "2026-03-02.jsonl"] {
+            let text = fs::read_to_string(audit.join(segment)).unwrap_or_default();
+            for line in text.lines() {
+                let Ok(Value::Object(record)) = Value::parse(line) else {
+                    panic!("unreadable record in {segment}: {line}");
+                };
+                prevs.push(record.get("prev_hmac").map(python_str).unwrap());
+            }
+        }
+        let mut unique = prevs.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(prevs.len(), 3, "{prevs:?}");
+        assert_eq!(unique.len(), prevs.len(), "two records share a prev_hmac");
+        let report = chain.verify();
+        assert!(report.ok(), "{report:?}");
+        assert!(report.tears.is_empty(), "{:?}", report.tears);
+    }
+
+    #[test]
+    fn a_failed_fsync_leaves_no_record_to_duplicate() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = AuditChain::open(dir.path().join("audit"), key());
+        let at = Timestamp::parse("2026-03-01T12:00:00.000000Z").unwrap();
+        chain.append_at(&event("one"), at).unwrap();
+        seams::fail_next_fsyncs(1);
+        let err = chain.append_at(&event("two"), at).unwrap_err();
+        assert!(err.to_string().contains("injected fsync failure"), "{err}");
+        // The caller retries the refused append.
+        chain.append_at(&event("two"), at).unwrap();
+        let ids: Vec<String> = chain
+            .verified_records()
+            .map(|r| r.resource_id)
+            .collect();
+        assert_eq!(ids, vec!["one", "two"]);
+        let report = chain.verify();
+        assert!(report.ok() && report.tears.is_empty(), "{report:?}");
+    }
 
     #[test]
     fn single_fragments_are_classified_like_the_reference() {

@@ -20,7 +20,7 @@ mod report;
 mod segments;
 mod verify;
 
-pub use append::{AppendedRecord, AuditChain, AuditEvent, SealedTear};
+pub use append::{AppendedRecord, AuditChain, AuditClock, AuditEvent, SealedTear};
 pub use clock::Timestamp;
 pub use head::{keyless_newest_segment_head, recovered_head};
 pub use record::{

@@ -195,6 +195,9 @@ impl ClaimOutcome {
 /// 3. For a refusal nothing is written: `taskId` is empty and `chainHead` is the chain's
 ///    current recovered head.
 ///
+/// `time` `None` takes one clock reading under the chain's append lock, for the record and
+/// `claimed_at` both; an explicit [`ClaimTime`] is for deterministic tests and replays.
+///
 /// `backlogHead` is taken over the post-claim rows without `claimed_at`, so the same snapshot,
 /// claimer and filter give a byte-identical `receiptHash` whenever the claim happens.
 ///
@@ -207,8 +210,12 @@ pub fn issue_claim_receipt(
     request: &ClaimRequest,
     signer: &SigningIdentity,
     chain: &AuditChain,
-    time: ClaimTime,
+    time: impl Into<Option<ClaimTime>>,
 ) -> Result<ClaimOutcome> {
+    // `None` reads the clock under the chain lock (see `AuditChain::append`): a reading taken
+    // earlier could file the record under yesterday's segment after another appender moved the
+    // chain into today's, forking it at midnight.
+    let time: Option<ClaimTime> = time.into();
     request.validate()?;
     let filter_digest = request.filter.digest();
     let Some(index) = request.filter.select(entries) else {
@@ -229,7 +236,7 @@ pub fn issue_claim_receipt(
     };
     let mut rows = entries.to_vec();
     let claimed = &mut rows[index];
-    claimed.claim(&request.claimer_id, time.claimed_at)?;
+    claimed.claim(&request.claimer_id, time.map_or(0.0, |t| t.claimed_at))?;
     let event = claim_receipt_event(
         &claimed.id,
         claimed.role.as_deref().unwrap_or(""),
@@ -239,7 +246,18 @@ pub fn issue_claim_receipt(
         MCP_CLAIM_PATH,
     );
     let task_id = claimed.id.clone();
-    let record = chain.append_at(&event, time.audit_at)?;
+    let record = match time {
+        Some(time) => chain.append_at(&event, time.audit_at)?,
+        None => {
+            let record = chain.append(&event)?;
+            // One reading for both, as `ClaimTime::now` takes it; `claimed_at` enters no hash.
+            #[allow(clippy::cast_precision_loss)]
+            let claimed_at = Timestamp::parse(&record.timestamp)
+                .map_or(0.0, |at| at.unix_micros() as f64 / 1_000_000.0);
+            rows[index].claimed_at = Some(claimed_at);
+            record
+        }
+    };
     let receipt = ClaimReceipt::new(
         task_id,
         request.fingerprint(),
@@ -278,7 +296,7 @@ pub fn claim_in_project(
     project_root: &Path,
     key: AuditKey,
     request: &ClaimRequest,
-    time: ClaimTime,
+    time: impl Into<Option<ClaimTime>>,
 ) -> Result<ClaimOutcome> {
     request.validate()?;
     let sdd = project_root.join(".sdd");

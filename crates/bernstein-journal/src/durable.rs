@@ -1,0 +1,510 @@
+//! Durability primitives shared by every evidence writer: durable directory creation, directory
+//! fsyncs, append-with-rollback, and torn-tail recovery with its tear log.
+//!
+//! **Directory entries.** A new file or directory survives a crash only once the directory that
+//! names it has been fsynced. [`create_dir_all_durable`] fsyncs the parent of every directory it
+//! creates. [`ensure_entry_durable`] fsyncs, once per process and path, the parent of a file and
+//! of each of its ancestors up to and including the directory that holds `.sdd/`: a process
+//! whose creator died between `create` and the directory fsync cannot know the file is new, so
+//! every process makes the entries durable itself before its first acknowledgement that depends
+//! on them.
+//!
+//! **Appends.** [`append_durably`] writes a whole row with one `write(2)` and fsyncs it; when the
+//! write or the fsync fails, the file is truncated back to its length before the row (as the task
+//! log does), so a caller that retries after the error cannot duplicate the row. The caller
+//! holds the file's writer lock, so no other row can have landed behind ours.
+//!
+//! **Torn tails.** We acknowledge a row only after the fsync of the whole line, so bytes after
+//! the last newline were never acknowledged. [`recover_torn_tail`] cuts them under the writer's
+//! lock, after first recording what was cut (file, offset, length, SHA-256 and the bytes
+//! themselves up to [`MAX_RECORDED_TORN_BYTES`]) in the project's tear log
+//! (`.sdd/torn_tails.jsonl`, [`TEAR_LOG_FILE_NAME`]), which `bernstein-mcp verify` prints. The
+//! record is fsynced before the cut, so a crash between the two leaves the evidence and, at
+//! worst, a second record of the same bytes.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+
+use base64::Engine as _;
+use bernstein_protocol::encoding::hex;
+use bernstein_protocol::pyjson::{Dialect, Object, Value};
+use ring::digest;
+
+use crate::{Error, Result};
+
+/// The tear log inside `.sdd/`: one JSON line per torn tail cut by a writer.
+pub const TEAR_LOG_FILE_NAME: &str = "torn_tails.jsonl";
+
+/// The most bytes of a cut tail kept verbatim in the tear log (its hash and length are always
+/// kept).
+pub const MAX_RECORDED_TORN_BYTES: usize = 64 * 1024;
+
+/// `<project_root>/.sdd/torn_tails.jsonl`.
+pub fn tear_log_path(project_root: &Path) -> PathBuf {
+    project_root.join(".sdd").join(TEAR_LOG_FILE_NAME)
+}
+
+/// Fsyncs the directory `dir`, so the entries inside it (new files, renames) are durable.
+///
+/// # Errors
+///
+/// The IO error of opening or syncing it.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    seams::record_dir_sync(dir);
+    File::open(dir)?.sync_all()
+}
+
+/// Fsyncs an open file's data and metadata (the acknowledgement point of every append).
+pub(crate) fn sync_file(file: &File) -> io::Result<()> {
+    #[cfg(test)]
+    if seams::take_fsync_failure() {
+        return Err(io::Error::other("injected fsync failure (test seam)"));
+    }
+    file.sync_all()
+}
+
+/// Creates `dir` and every missing ancestor, fsyncing the parent of each directory created
+/// before returning, so none of them can vanish in a crash after the caller acknowledges
+/// something stored inside.
+///
+/// # Errors
+///
+/// The IO error of a `mkdir` (other than one racing another creator) or a directory fsync.
+pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut cursor = Some(dir);
+    while let Some(path) = cursor {
+        if path.as_os_str().is_empty() || path.is_dir() {
+            break;
+        }
+        missing.push(path);
+        cursor = path.parent();
+    }
+    for path in missing.into_iter().rev() {
+        match fs::create_dir(path) {
+            Ok(()) => {}
+            // Another process created it meanwhile; its parent still gets our fsync below,
+            // because that process may die before its own.
+            Err(err) if err.kind() == ErrorKind::AlreadyExists && path.is_dir() => {}
+            Err(err) => return Err(err),
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// The files whose directory entries this process has already made durable.
+static DURABLE_ENTRIES: LazyLock<Mutex<HashSet<PathBuf>>> =
+    LazyLock::new(|| Mutex::new(HashSet::new()));
+
+/// Makes the directory entry of `path`, and of each ancestor up to the one named `.sdd`,
+/// durable: fsyncs `path`'s parent and each ancestor's parent, ending with the directory that
+/// holds `.sdd/` (or only the immediate parent when `path` is not under a `.sdd`). Done once
+/// per process and path; later calls return at once.
+///
+/// # Errors
+///
+/// The IO error of a directory fsync; the path is then not remembered, so the next call tries
+/// again.
+pub fn ensure_entry_durable(path: &Path) -> io::Result<()> {
+    let mut seen = DURABLE_ENTRIES.lock().unwrap_or_else(|p| p.into_inner());
+    if seen.contains(path) {
+        return Ok(());
+    }
+    let under_sdd = path.components().any(|c| c.as_os_str() == ".sdd");
+    let mut child = path;
+    while let Some(parent) = child.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(parent)?;
+        if !under_sdd || child.file_name().is_some_and(|name| name == ".sdd") {
+            break;
+        }
+        child = parent;
+    }
+    seen.insert(path.to_path_buf());
+    Ok(())
+}
+
+/// Appends `bytes` (one whole row) to `file`, opened with `O_APPEND` and locked by the caller,
+/// and fsyncs it. `old_len` is the file's length before the write, read under the same lock.
+/// When the write or the fsync fails, the file is truncated back to `old_len` (best effort) so
+/// the failed row cannot be read, nor duplicated by a retry.
+///
+/// # Errors
+///
+/// The IO error of the write or fsync.
+pub(crate) fn append_durably(file: &mut File, old_len: u64, bytes: &[u8]) -> io::Result<()> {
+    let written = file.write_all(bytes).and_then(|()| sync_file(file));
+    if let Err(err) = written {
+        // The caller's lock excludes every other writer of ours, so the bytes past `old_len`
+        // are this row's alone. A failed rollback leaves a torn or complete unacknowledged
+        // row, which the next writer's torn-tail recovery or the verifier reports.
+        let _ = file.set_len(old_len).and_then(|()| file.sync_all());
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// What [`recover_torn_tail`] cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CutTail {
+    /// The file that was cut.
+    pub path: PathBuf,
+    /// Where the cut bytes started (the file's new length).
+    pub offset: u64,
+    /// How many bytes were cut.
+    pub length: u64,
+    /// SHA-256 (hex) of the cut bytes.
+    pub sha256: String,
+}
+
+/// Cuts a torn tail (bytes after the last `\n`) off `file`, which the caller holds open for
+/// reading and writing under its writer lock, after recording it in the tear log of
+/// `project_root`. Returns `None` when the file ends on a line boundary (or is empty).
+///
+/// # Errors
+///
+/// [`Error::Io`] when the file cannot be read, the tear cannot be recorded (then nothing is
+/// cut), or the truncation fails.
+pub(crate) fn recover_torn_tail(
+    project_root: &Path,
+    file: &mut File,
+    path: &Path,
+) -> Result<Option<CutTail>> {
+    let len = file
+        .metadata()
+        .map_err(|err| Error::io("stat", path, err))?
+        .len();
+    let Some(offset) = torn_tail_start(file, len).map_err(|err| Error::io("read", path, err))?
+    else {
+        return Ok(None);
+    };
+    let length = len - offset;
+    file.seek(SeekFrom::Start(offset))
+        .map_err(|err| Error::io("read", path, err))?;
+    let mut kept = Vec::new();
+    let mut context = digest::Context::new(&digest::SHA256);
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut reader = (&*file).take(length);
+    loop {
+        let n = reader
+            .read(&mut buffer)
+            .map_err(|err| Error::io("read", path, err))?;
+        if n == 0 {
+            break;
+        }
+        context.update(&buffer[..n]);
+        let room = MAX_RECORDED_TORN_BYTES.saturating_sub(kept.len());
+        kept.extend_from_slice(&buffer[..n.min(room)]);
+    }
+    let cut = CutTail {
+        path: path.to_path_buf(),
+        offset,
+        length,
+        sha256: hex(context.finish().as_ref()),
+    };
+    record_tear(project_root, &cut, &kept)?;
+    file.set_len(offset)
+        .and_then(|()| file.sync_all())
+        .map_err(|err| Error::io("truncate the torn tail of", path, err))?;
+    tracing::warn!(
+        path = %path.display(),
+        offset,
+        length,
+        "cut an unacknowledged torn tail (recorded in .sdd/torn_tails.jsonl)"
+    );
+    Ok(Some(cut))
+}
+
+/// The offset just after the last `\n` of a file of length `len`, when bytes follow it.
+fn torn_tail_start(file: &mut File, len: u64) -> io::Result<Option<u64>> {
+    let mut end = len;
+    let mut buffer = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(buffer.len() as u64);
+        let chunk = &mut buffer[..usize::try_from(end - start).unwrap_or(0)];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(pos) = chunk.iter().rposition(|&b| b == b'\n') {
+            let boundary = start + pos as u64 + 1;
+            return Ok((boundary < len).then_some(boundary));
+        }
+        end = start;
+    }
+    Ok((len > 0).then_some(0))
+}
+
+/// Appends one tear record to the tear log, under an exclusive lock on the log itself, and
+/// fsyncs it (and its directory entries) before returning.
+fn record_tear(project_root: &Path, cut: &CutTail, kept: &[u8]) -> Result<()> {
+    let log = tear_log_path(project_root);
+    let sdd = project_root.join(".sdd");
+    create_dir_all_durable(&sdd).map_err(|err| Error::io("create", &sdd, err))?;
+    let relative = cut
+        .path
+        .strip_prefix(project_root)
+        .unwrap_or(&cut.path)
+        .to_string_lossy()
+        .into_owned();
+    let recorded_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let record = Object::new()
+        .with("file", relative)
+        .with("offset", cut.offset)
+        .with("length", cut.length)
+        .with("sha256", cut.sha256.as_str())
+        .with(
+            "bytes_b64",
+            base64::engine::general_purpose::STANDARD.encode(kept),
+        )
+        .with("bytes_truncated", kept.len() as u64 != cut.length)
+        .with("recorded_at", recorded_at);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(&log)
+        .map_err(|err| Error::io("open", &log, err))?;
+    file.lock().map_err(|err| Error::io("lock", &log, err))?;
+    let old_len = file
+        .metadata()
+        .map_err(|err| Error::io("stat", &log, err))?
+        .len();
+    let mut line = Vec::new();
+    // A torn record of the log itself stays as it is (the reader skips it); ours starts on a
+    // fresh line.
+    if old_len > 0 && torn_tail_start(&mut file, old_len).ok().flatten().is_some() {
+        line.push(b'\n');
+    }
+    line.extend_from_slice(Value::Object(record).dumps(Dialect::PY_SPACED).as_bytes());
+    line.push(b'\n');
+    append_durably(&mut file, old_len, &line).map_err(|err| Error::io("append to", &log, err))?;
+    ensure_entry_durable(&log).map_err(|err| Error::io("fsync the directory of", &log, err))
+}
+
+/// One torn tail a writer cut, as the tear log records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedTear {
+    /// The file, relative to the project root.
+    pub file: String,
+    /// Where the cut bytes started.
+    pub offset: u64,
+    /// How many bytes were cut.
+    pub length: u64,
+    /// SHA-256 (hex) of the cut bytes.
+    pub sha256: String,
+    /// 1-based line of the record in the tear log.
+    pub line: usize,
+}
+
+impl RecordedTear {
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: cut {} unacknowledged byte(s) of a torn last row at offset {} (sha256 {}; tear log line {})",
+            self.file, self.length, self.offset, self.sha256, self.line
+        )
+    }
+}
+
+/// The tear log of a project: every record, and the lines that are not readable records
+/// (1-based, with the reason).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TearLog {
+    /// The readable records, in file order.
+    pub tears: Vec<RecordedTear>,
+    /// Lines that are not tear records.
+    pub unreadable: Vec<(usize, String)>,
+}
+
+/// Reads the project's tear log; a missing log is empty. Never writes.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the log exists but cannot be read.
+pub fn read_tear_log(project_root: &Path) -> Result<TearLog> {
+    let path = tear_log_path(project_root);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(TearLog::default()),
+        Err(err) => return Err(Error::io("read", &path, err)),
+    };
+    let mut log = TearLog::default();
+    let complete = bytes.ends_with(b"\n");
+    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let count = lines.len();
+    for (i, raw) in lines.into_iter().enumerate() {
+        let number = i + 1;
+        if raw.is_empty() {
+            continue;
+        }
+        if i + 1 == count && !complete {
+            log.unreadable
+                .push((number, "torn last record (no newline)".to_owned()));
+            continue;
+        }
+        let parsed = std::str::from_utf8(raw)
+            .ok()
+            .and_then(|text| Value::parse(text).ok());
+        let Some(Value::Object(record)) = parsed else {
+            log.unreadable
+                .push((number, "not a JSON object".to_owned()));
+            continue;
+        };
+        let text = |key: &str| record.get(key).and_then(Value::as_str).map(str::to_owned);
+        let number_of = |key: &str| match record.get(key) {
+            Some(Value::Int(n)) => n.as_u64(),
+            _ => None,
+        };
+        match (
+            text("file"),
+            number_of("offset"),
+            number_of("length"),
+            text("sha256"),
+        ) {
+            (Some(file), Some(offset), Some(length), Some(sha256)) => {
+                log.tears.push(RecordedTear {
+                    file,
+                    offset,
+                    length,
+                    sha256,
+                    line: number,
+                });
+            }
+            _ => log.unreadable.push((
+                number,
+                "missing file, offset, length or sha256".to_owned(),
+            )),
+        }
+    }
+    Ok(log)
+}
+
+/// Test seams: a thread-local record of directory fsyncs and injectable fsync failures. Only
+/// compiled into this crate's unit tests; production code has no switch.
+#[cfg(test)]
+pub(crate) mod seams {
+    use std::cell::{Cell, RefCell};
+    use std::path::{Path, PathBuf};
+
+    thread_local! {
+        static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+        static FAIL_FSYNCS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn record_dir_sync(dir: &Path) {
+        DIR_SYNCS.with(|syncs| syncs.borrow_mut().push(dir.to_path_buf()));
+    }
+
+    /// The directories fsynced on this thread since the last call.
+    pub(crate) fn take_dir_syncs() -> Vec<PathBuf> {
+        DIR_SYNCS.with(|syncs| std::mem::take(&mut *syncs.borrow_mut()))
+    }
+
+    /// Makes the next `count` file fsyncs of the append path on this thread fail.
+    pub(crate) fn fail_next_fsyncs(count: u32) {
+        FAIL_FSYNCS.with(|fail| fail.set(count));
+    }
+
+    pub(crate) fn take_fsync_failure() -> bool {
+        FAIL_FSYNCS.with(|fail| {
+            let left = fail.get();
+            if left > 0 {
+                fail.set(left - 1);
+            }
+            left > 0
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_directories_have_their_parents_fsynced() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let deep = base.join("a").join("b").join("c");
+        seams::take_dir_syncs();
+        create_dir_all_durable(&deep).unwrap();
+        assert!(deep.is_dir());
+        assert_eq!(
+            seams::take_dir_syncs(),
+            vec![base.clone(), base.join("a"), base.join("a").join("b")]
+        );
+        // Nothing created, nothing to sync.
+        create_dir_all_durable(&deep).unwrap();
+        assert_eq!(seams::take_dir_syncs(), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn a_file_entry_is_made_durable_up_to_the_project_root_once() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let runs = base.join(".sdd").join("runs").join("r");
+        fs::create_dir_all(&runs).unwrap();
+        let file = runs.join("journal.jsonl");
+        fs::write(&file, b"").unwrap();
+        seams::take_dir_syncs();
+        ensure_entry_durable(&file).unwrap();
+        assert_eq!(
+            seams::take_dir_syncs(),
+            vec![
+                runs.clone(),
+                base.join(".sdd").join("runs"),
+                base.join(".sdd"),
+                base.clone()
+            ]
+        );
+        ensure_entry_durable(&file).unwrap();
+        assert!(seams::take_dir_syncs().is_empty());
+    }
+
+    #[test]
+    fn a_failed_fsync_rolls_the_row_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        fs::write(&path, b"one\n").unwrap();
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        seams::fail_next_fsyncs(1);
+        assert!(append_durably(&mut file, 4, b"two\n").is_err());
+        assert_eq!(fs::read(&path).unwrap(), b"one\n");
+        append_durably(&mut file, 4, b"two\n").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"one\ntwo\n");
+    }
+
+    #[test]
+    fn a_torn_tail_is_recorded_then_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.jsonl");
+        fs::write(&path, b"{\"a\": 1}\n{\"b\": ").unwrap();
+        let mut file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let cut = recover_torn_tail(dir.path(), &mut file, &path)
+            .unwrap()
+            .unwrap();
+        assert_eq!((cut.offset, cut.length), (9, 6));
+        assert_eq!(fs::read(&path).unwrap(), b"{\"a\": 1}\n");
+        assert_eq!(recover_torn_tail(dir.path(), &mut file, &path).unwrap(), None);
+        let log = read_tear_log(dir.path()).unwrap();
+        assert_eq!(log.unreadable, vec![]);
+        assert_eq!(log.tears.len(), 1);
+        assert_eq!(log.tears[0].file, "f.jsonl");
+        assert_eq!((log.tears[0].offset, log.tears[0].length), (9, 6));
+        assert_eq!(log.tears[0].sha256, cut.sha256);
+
+        // A file with no newline at all is entirely torn.
+        fs::write(&path, b"partial").unwrap();
+        let cut = recover_torn_tail(dir.path(), &mut file, &path)
+            .unwrap()
+            .unwrap();
+        assert_eq!((cut.offset, cut.length), (0, 7));
+        assert_eq!(fs::metadata(&path).unwrap().len(), 0);
+    }
+}
