@@ -18,26 +18,31 @@
 //! directory and readers are never blocked. Inside the lock the tail is re-read whenever the
 //! file changed since our last append (length or inode), so several processes extend one chain.
 //! Each row goes out as one `write(2)` of `line + "\n"` on an `O_APPEND` descriptor, followed
-//! by `fsync` before the append returns (and an `fsync` of the run directory when the file was
-//! created).
+//! by `fsync` before the append returns; a failed write or fsync truncates the file back to its
+//! length before the row, so a retry cannot duplicate it. Before the first acknowledgement of a
+//! process, the directories naming the journal are fsynced up to the project root
+//! ([`crate::durable::ensure_entry_durable`]), whoever created them.
 //!
 //! **Resuming.** Like `EventJournal.resume`, an existing journal is continued only when it is
 //! sound: the next index is the number of rows and `prev_hash` is the last row's `event_hash`.
-//! A torn tail (no final newline), any discarded line, a chain that does not recompute, or an
-//! unknown hash profile refuses the append with [`Error::JournalUnusable`]: extending a poisoned
-//! chain would launder it. The stored profile of an existing journal wins over the profile the
-//! writer was opened with.
+//! A torn tail (bytes after the last line terminator) was never acknowledged, because a row is
+//! acknowledged only after the fsync of the whole line: it is recorded in the project's tear log
+//! and cut under the lock ([`crate::durable::recover_torn_tail`]), then the append proceeds. Any
+//! discarded line, a chain that does not recompute, or an unknown hash profile refuses the
+//! append with [`Error::JournalUnusable`]: extending a poisoned chain would launder it. The
+//! stored profile of an existing journal wins over the profile the writer was opened with.
 
 use super::hashing::{HashProfile, event_hash, is_excluded_field, payload_hash};
 use super::paths::{run_journal_path, validate_run_id};
 use super::python::python_round3;
 use super::reader::scan;
 use super::verify::{detect_hash_profile, row_str, verify_rows};
+use crate::durable::{append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail};
 use crate::{Error, Result};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -246,6 +251,8 @@ impl<C: Clock> JournalWriter<C> {
             Some(cached) => cached,
             None => {
                 let (tail, rows) = self.read_rows(&mut file, &path, identity)?;
+                // The file may have lost a torn tail: the identity is the tail's now.
+                let identity = tail.identity;
                 let mut counts = EventCounts {
                     identity,
                     by_event: HashMap::new(),
@@ -268,10 +275,10 @@ impl<C: Clock> JournalWriter<C> {
             return Ok(None);
         };
         check_payload_keys(&payload)?;
-        counts.identity = identity;
+        counts.identity = tail.identity;
         self.counts = Some(counts);
         // `write_row` advances the counts with the row it writes.
-        self.write_row(&mut file, &path, identity, tail, event, &payload)
+        self.write_row(&mut file, &path, tail, event, &payload)
             .map(Some)
     }
 
@@ -287,21 +294,19 @@ impl<C: Clock> JournalWriter<C> {
                     path: checked.clone(),
                     reason: "the journal path has no parent directory".to_owned(),
                 })?;
-        std::fs::create_dir_all(&run_dir).map_err(|err| Error::io("create", &run_dir, err))?;
+        create_dir_all_durable(&run_dir).map_err(|err| Error::io("create", &run_dir, err))?;
         // Re-check after creating directories, so a symlink planted meanwhile is refused too.
         let path = self.path()?;
-        let existed = path.exists();
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .open(&path)
             .map_err(|err| Error::io("open", &path, err))?;
-        if !existed {
-            // Make the new directory entry durable before any row depends on it, so a failure
-            // here is reported while nothing has been written yet.
-            sync_directory(&run_dir)?;
-        }
+        // Make the directory entries durable before any row depends on them, so a failure here
+        // is reported while nothing has been written yet. The creator may have died before its
+        // own directory fsync, so this does not depend on who created the file.
+        ensure_entry_durable(&path).map_err(|err| Error::io("fsync", &run_dir, err))?;
         file.lock().map_err(|err| Error::io("lock", &path, err))?;
         Ok((file, path))
     }
@@ -318,15 +323,15 @@ impl<C: Clock> JournalWriter<C> {
             Some(tail) if tail.identity == identity => tail.clone(),
             _ => self.read_rows(file, path, identity)?.0,
         };
-        self.write_row(file, path, identity, tail, event, payload)
+        self.write_row(file, path, tail, event, payload)
     }
 
-    /// Hashes and writes one row after `tail`, fsyncs it, and remembers the new tail.
+    /// Hashes and writes one row after `tail` (whose identity is the file's now), fsyncs it,
+    /// and remembers the new tail.
     fn write_row(
         &mut self,
         file: &mut File,
         path: &Path,
-        identity: (u64, u64, u64),
         tail: Tail,
         event: &str,
         payload: &Object,
@@ -362,13 +367,12 @@ impl<C: Clock> JournalWriter<C> {
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
-        // One write(2) on an O_APPEND descriptor; `write_all` only loops on a short write.
-        file.write_all(&bytes)
-            .map_err(|err| Error::io("append to", path, err))?;
-        file.sync_all()
-            .map_err(|err| Error::io("fsync", path, err))?;
-
+        let identity = tail.identity;
         let (dev, ino, size) = identity;
+        // One write(2) on an O_APPEND descriptor; `write_all` only loops on a short write. A
+        // failure takes the row back (we hold the lock, so the bytes past `size` are ours).
+        append_durably(file, size, &bytes).map_err(|err| Error::io("append to", path, err))?;
+
         let written = bytes.len() as u64;
         // Counts that described the file before this row describe it after, plus this row.
         match &mut self.counts {
@@ -396,12 +400,13 @@ impl<C: Clock> JournalWriter<C> {
     }
 
     /// Re-reads the whole journal under the lock and derives the chain tail, refusing a journal
-    /// that cannot be extended soundly. Returns the rows read as well.
+    /// that cannot be extended soundly. A torn tail is recorded and cut first, and the returned
+    /// tail carries the file's identity after the cut. Returns the rows read as well.
     fn read_rows(
         &self,
         file: &mut File,
         path: &Path,
-        identity: (u64, u64, u64),
+        mut identity: (u64, u64, u64),
     ) -> Result<(Tail, Vec<Object>)> {
         let unusable = |reason: String| Error::JournalUnusable {
             path: path.to_path_buf(),
@@ -409,7 +414,15 @@ impl<C: Clock> JournalWriter<C> {
         };
         file.seek(SeekFrom::Start(0))
             .map_err(|err| Error::io("read", path, err))?;
-        let scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
+        let mut scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
+        if !scanned.ends_on_line_boundary
+            && recover_torn_tail(&self.project_root, file, path)?.is_some()
+        {
+            identity = file_identity(file, path)?;
+            file.seek(SeekFrom::Start(0))
+                .map_err(|err| Error::io("read", path, err))?;
+            scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
+        }
         if !scanned.ends_on_line_boundary {
             return Err(unusable(
                 "the last row is torn (no trailing newline); repair the tail first".to_owned(),
@@ -472,13 +485,6 @@ fn file_identity(file: &File, path: &Path) -> Result<(u64, u64, u64)> {
         .metadata()
         .map_err(|err| Error::io("stat", path, err))?;
     Ok((meta.dev(), meta.ino(), meta.size()))
-}
-
-/// Makes a newly created directory entry durable.
-fn sync_directory(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|handle| handle.sync_all())
-        .map_err(|err| Error::io("fsync", dir, err))
 }
 
 #[cfg(test)]
@@ -607,10 +613,58 @@ mod tests {
                 "file must be untouched"
             );
         };
-        check(b"{\"event\": \"x\"}");
         check(b"garbage\n");
         check(b"{\"event\": \"x\", \"prev_hash\": \"\", \"event_hash\": \"bad\"}\n");
         check(b"{\"event\": \"x\", \"hash_profile\": \"v9\"}\n");
+    }
+
+    /// A writer killed in the middle of `write_all` leaves half a row. It was never
+    /// acknowledged, so the next append records and cuts it instead of refusing for ever.
+    #[test]
+    fn a_half_written_row_is_cut_recorded_and_the_append_proceeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let first = writer.append("a", &Object::new()).unwrap();
+        let path = writer.path().unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let half = b"{\"ts\": 1780000000.5, \"elapsed_s\": 0.1, \"ind";
+        let mut torn = whole.clone();
+        torn.extend_from_slice(half);
+        std::fs::write(&path, &torn).unwrap();
+
+        // A fresh writer (another process) and the first one (stale cache) both get through.
+        let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let second = other.append("b", &Object::new()).unwrap();
+        assert_eq!((second.index, second.prev_hash.as_str()), (1, first.event_hash.as_str()));
+        let third = writer.append("c", &Object::new()).unwrap();
+        assert_eq!(third.index, 2);
+        let report = verify_journal(&path).unwrap();
+        assert!(report.ok() && report.count == 3, "{report:?}");
+
+        let log = crate::durable::read_tear_log(dir.path()).unwrap();
+        assert_eq!(log.tears.len(), 1, "{log:?}");
+        let tear = &log.tears[0];
+        assert_eq!(tear.file, ".sdd/runs/r/journal.jsonl");
+        assert_eq!((tear.offset, tear.length), (whole.len() as u64, half.len() as u64));
+    }
+
+    #[test]
+    fn a_failed_fsync_takes_the_row_back_so_a_retry_does_not_duplicate_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        crate::durable::seams::fail_next_fsyncs(1);
+        let err = writer.append("b", &Object::new()).unwrap_err();
+        assert!(err.to_string().contains("injected fsync failure"), "{err}");
+        writer.append("b", &Object::new()).unwrap();
+        let loaded = load_journal(&writer.path().unwrap()).unwrap();
+        let events: Vec<&str> = loaded
+            .rows
+            .iter()
+            .map(|row| row.get("event").and_then(Value::as_str).unwrap())
+            .collect();
+        assert_eq!(events, vec!["a", "b"]);
+        assert!(verify_journal(&writer.path().unwrap()).unwrap().ok());
     }
 
     #[test]
