@@ -8,14 +8,18 @@
 //!
 //! Where the reference writes the blob and the spine entry and only then discovers that the
 //! task journal cannot be resumed, this post validates everything first — the caller's claim,
-//! the ids, the content, the trace context, the journal (sound chain, no discarded line, no
-//! torn tail, known profile), the spine (verifies, no torn tail) and any blob already at the
-//! address — and writes nothing when any check fails. The one write a refusal makes is the
+//! the ids, the content, the trace context, the journal (sound chain, no discarded line, known
+//! profile), the spine (verifies) and any blob already at the address — and writes nothing when
+//! any check fails. A torn last row of the journal or the spine was never acknowledged; it is
+//! left out of these checks, and the append under the lock records and cuts it. The one write a refusal makes is the
 //! `run.artifact_refused` audit record for a poster that does not hold the task.
 //!
 //! Version allocation, the spine append and the journal append run under the spine's
 //! cross-process `.spine.lock`, so two posters of this crate cannot both allocate version N+1.
-//! The checks are repeated under the lock. The audit mirror follows the reference: it is
+//! The checks are repeated under the lock. The next version is one past the highest version of
+//! the key in the journal *or* the spine: a post that died after its spine entry and before its
+//! journal row has used its version, which is never handed out again (the verifier reports the
+//! orphan entry; `prev_version_hash` still names the last version the journal acknowledged). The audit mirror follows the reference: it is
 //! written after the journal row and its failure does not undo the post; the outcome is
 //! reported in [`PostedArtifact::audit`].
 
@@ -31,12 +35,13 @@ use super::content::{ArtifactContent, MAX_ARTIFACT_BYTES};
 use super::spine::SpineTail;
 use super::spine::{LineageSpine, NewSpineEntry, SpineEntry, TraceContext, check_new_entry};
 use super::verify::{
-    ARTIFACT_POSTED_EVENT, ArtifactRecord, artifact_rows, latest_versions, verify_run_artifacts,
+    ARTIFACT_POSTED_EVENT, ArtifactRecord, artifact_rows, latest_versions, spine_max_version,
+    verify_run_artifacts,
 };
 use crate::audit::{AuditChain, AuditEvent, Timestamp};
 use crate::mailbox::validate_task_id;
 use crate::run_journal::{
-    Clock, HashProfile, JournalWriter, SystemClock, load_journal, python_str_repr,
+    Clock, HashProfile, JournalWriter, SystemClock, parse_journal_bytes, python_str_repr,
     run_journal_path, task_run_id, validate_run_id, verify_loaded,
 };
 use crate::{Error, Result};
@@ -229,7 +234,8 @@ pub fn post_run_artifact_with_clock<C: Clock>(
         &blobs,
         &content_hash,
     )?;
-    let version = prior.as_ref().map_or(1, |p| p.version + 1);
+    let journal_version = prior.as_ref().map_or(0, |p| p.version);
+    let version = journal_version.max(spine_max_version(&spine.entries()?, request.key)) + 1;
     let prev_version_hash = prior.map(|p| p.spine_entry_hash).unwrap_or_default();
 
     let stored = blobs.put(&bytes)?;
@@ -353,17 +359,16 @@ fn preflight(
         path: journal_path.clone(),
         reason,
     };
-    match std::fs::read(&journal_path) {
-        Ok(bytes) if !bytes.is_empty() && !bytes.ends_with(b"\n") => {
-            return Err(unusable(
-                "the last row is torn (no trailing newline); repair the tail first".to_owned(),
-            ));
-        }
-        Ok(_) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+    let mut bytes = match std::fs::read(&journal_path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(err) => return Err(Error::io("read", &journal_path, err)),
+    };
+    // A torn last row was never acknowledged; the journal writer cuts it under its lock.
+    if !bytes.ends_with(b"\n") && !bytes.ends_with(b"\r") {
+        bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
     }
-    let loaded = load_journal(&journal_path)?;
+    let loaded = parse_journal_bytes(&bytes);
     let verification = verify_loaded(&loaded);
     if !verification.ok() || verification.hash_profile.is_none() {
         return Err(unusable(format!(

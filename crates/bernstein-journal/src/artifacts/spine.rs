@@ -14,8 +14,11 @@
 //! whose `spine.head` declares `hash_profile: "jcs-v2"` tags (and stores) rows as RFC 8785.
 //!
 //! **Appending** takes the reference's cross-process lock (`flock` on `<run dir>/.spine.lock`),
-//! then refuses to extend a spine that does not verify or whose last row is torn, writes the
-//! row with one `write` plus `fsync`, and replaces `spine.head` atomically.
+//! then refuses to extend a spine that does not verify, records and cuts a torn last row (bytes
+//! after the last newline were never acknowledged: see [`crate::durable::recover_torn_tail`]),
+//! writes the row with one `write` plus `fsync` (taken back when either fails, so a retry
+//! cannot duplicate it), makes the directory entries durable, and replaces `spine.head`
+//! atomically.
 //!
 //! **Verifying** ([`verify_spine_bytes`]) reproduces `LineageSpine.verify` — the statuses `ok`,
 //! `no_entries`, `seal_only` and `tampered`, and its per-line error texts — and checks more:
@@ -26,12 +29,15 @@
 //! change the status: the reference treats it as a convenience a crash may leave stale.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 
 use super::blobs::{content_address, write_atomically};
+use crate::durable::{
+    append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail,
+};
 use super::pyint::python_int;
 use crate::audit::{python_repr, python_str};
 use crate::crypto::{constant_time_eq, hmac_sha256_hex, sha256_hex};
@@ -746,7 +752,7 @@ impl LineageSpine {
     pub fn lock(&self) -> Result<SpineLock> {
         let lock_path = self.file(SPINE_LOCK_FILE_NAME)?;
         let dir = parent_of(&lock_path)?;
-        fs::create_dir_all(&dir).map_err(|err| Error::io("create", &dir, err))?;
+        create_dir_all_durable(&dir).map_err(|err| Error::io("create", &dir, err))?;
         let lock_path = self.file(SPINE_LOCK_FILE_NAME)?;
         let file = OpenOptions::new()
             .append(true)
@@ -772,20 +778,19 @@ impl LineageSpine {
         self.append_locked(&lock, &tail, entry)
     }
 
-    /// Reads the chain position for an append, refusing a spine that cannot be extended.
+    /// Reads the chain position for an append, refusing a spine that cannot be extended. A torn
+    /// last row (no newline) is left out: it was never acknowledged, and the append cuts it
+    /// under the lock before writing.
     pub(crate) fn tail(&self) -> Result<SpineTail> {
         let spine_path = self.file(SPINE_FILE_NAME)?;
-        let spine = self.read_optional(SPINE_FILE_NAME)?.unwrap_or_default();
+        let mut spine = self.read_optional(SPINE_FILE_NAME)?.unwrap_or_default();
         let head = self.read_optional(SPINE_HEAD_FILE_NAME)?;
         let unusable = |reason: String| Error::EvidenceUnusable {
             path: spine_path.clone(),
             reason,
         };
-        if !spine.is_empty() && !spine.ends_with(b"\n") {
-            return Err(unusable(
-                "the last row is torn (no trailing newline)".to_owned(),
-            ));
-        }
+        let complete = spine.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+        spine.truncate(complete);
         let verification = verify_spine_bytes(&spine, head.as_deref(), &self.key);
         if verification.status == SpineStatus::Tampered {
             return Err(unusable(format!(
@@ -831,22 +836,22 @@ impl LineageSpine {
 
         let spine_path = self.file(SPINE_FILE_NAME)?;
         let dir = parent_of(&spine_path)?;
-        let existed = spine_path.exists();
         let mut file = OpenOptions::new()
+            .read(true)
             .append(true)
             .create(true)
             .open(&spine_path)
             .map_err(|err| Error::io("open", &spine_path, err))?;
+        // `tail` left a torn last row out; cut it (recorded) so the row lands on a fresh line.
+        recover_torn_tail(&self.project_root, &mut file, &spine_path)?;
+        let old_len = file
+            .metadata()
+            .map_err(|err| Error::io("stat", &spine_path, err))?
+            .len();
         // One write(2) on an O_APPEND descriptor, then fsync before the head moves.
-        file.write_all(line.as_bytes())
+        append_durably(&mut file, old_len, line.as_bytes())
             .map_err(|err| Error::io("append to", &spine_path, err))?;
-        file.sync_all()
-            .map_err(|err| Error::io("fsync", &spine_path, err))?;
-        if !existed {
-            File::open(&dir)
-                .and_then(|handle| handle.sync_all())
-                .map_err(|err| Error::io("fsync", &dir, err))?;
-        }
+        ensure_entry_durable(&spine_path).map_err(|err| Error::io("fsync", &dir, err))?;
         self.write_head(&dir, &entry.entry_hash, tail.count + 1, tail.profile)?;
         Ok(entry)
     }

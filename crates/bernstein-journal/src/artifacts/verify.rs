@@ -13,6 +13,13 @@
 //! Each result carries the reference's `reason` (the first failing check, in its words, so
 //! verdicts compare with the oracle) and `problems`, every failing check. An invalid journal
 //! that shows no artifact row still fails, because tampering can hide rows.
+//!
+//! The other direction, which the reference does not check, is reported separately
+//! ([`spine_findings`], [`TaskArtifactsReport::spine_findings`]) so the per-row verdicts stay
+//! comparable with the oracle: every `artifact:<key>:v<N>` spine entry must be named by exactly
+//! one `artifact_posted` row, and no `artifact:<key>:v<N>` may appear twice. A post that died
+//! between its spine entry and its journal row leaves such an orphan; the evidence then claims a
+//! version nobody acknowledged, and the verdict says so.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +29,7 @@ use bernstein_protocol::pyjson::{Object, Value};
 use super::blobs::{BlobState, BlobStore, content_address};
 use super::content::verify_finding_blob;
 use super::pyint::python_int_i64;
-use super::spine::{LineageSpine, SpineVerification};
+use super::spine::{LineageSpine, SpineEntry, SpineVerification};
 use crate::audit::python_str;
 use crate::key::AuditKey;
 use crate::mailbox::validate_task_id;
@@ -269,12 +276,15 @@ pub struct TaskArtifactsReport {
     pub spine: Option<SpineVerification>,
     /// One result per `artifact_posted` row (or one journal-level failure).
     pub results: Vec<ArtifactCheck>,
+    /// Spine artifact entries no journal row accounts for, and repeated versions
+    /// ([`spine_findings`]).
+    pub spine_findings: Vec<String>,
 }
 
 impl TaskArtifactsReport {
-    /// Whether every result is ok.
+    /// Whether every result is ok and the spine holds no orphan or repeated version.
     pub fn ok(&self) -> bool {
-        self.results.iter().all(|result| result.ok)
+        self.results.iter().all(|result| result.ok) && self.spine_findings.is_empty()
     }
 }
 
@@ -288,10 +298,82 @@ pub struct ProjectArtifactsReport {
 }
 
 impl ProjectArtifactsReport {
-    /// Whether every result is ok (no artifact at all is ok).
+    /// Whether every result is ok (no artifact at all is ok) and no task's spine holds an
+    /// orphan or repeated version.
     pub fn ok(&self) -> bool {
         self.results.iter().all(|result| result.ok)
+            && self.tasks.iter().all(|task| task.spine_findings.is_empty())
     }
+}
+
+/// The key and version of an `artifact:<key>:v<N>` spine step id.
+fn artifact_step(step_id: &str) -> Option<(&str, i64)> {
+    let (key, version) = step_id.strip_prefix("artifact:")?.rsplit_once(":v")?;
+    let version: i64 = version.parse().ok().filter(|v| *v >= 1)?;
+    Some((key, version))
+}
+
+/// The highest version of `key` the spine entries record (0 when none).
+pub(crate) fn spine_max_version(entries: &[SpineEntry], key: &str) -> i64 {
+    entries
+        .iter()
+        .filter_map(|entry| artifact_step(&entry.step_id))
+        .filter(|(entry_key, _)| *entry_key == key)
+        .map(|(_, version)| version)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Checks the spine of `run_id` against its journal: every `artifact:<key>:v<N>` entry must be
+/// named (by `spine_entry_hash`) by an `artifact_posted` row of the run's journal with the same
+/// key and version, and no `artifact:<key>:v<N>` may be recorded twice. Returns one line per
+/// finding; a run without a spine has none.
+///
+/// # Errors
+///
+/// [`Error::InvalidRunId`] or [`Error::Containment`] for a run id that cannot name its
+/// directories; [`Error::Io`] when a file exists but cannot be read.
+pub fn spine_findings(project_root: &Path, run_id: &str, key: &AuditKey) -> Result<Vec<String>> {
+    let entries = LineageSpine::open(project_root, run_id, key)?.entries()?;
+    let loaded = load_journal(&run_journal_path(project_root, run_id)?)?;
+    let rows: HashMap<String, ArtifactRecord> = artifact_rows(&loaded)
+        .into_iter()
+        .map(|(record, _)| (record.spine_entry_hash.clone(), record))
+        .collect();
+    let mut findings = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (line, entry) in entries.iter().enumerate() {
+        let Some((artifact_key, version)) = artifact_step(&entry.step_id) else {
+            continue;
+        };
+        let count = seen.entry(entry.step_id.as_str()).or_insert(0);
+        *count += 1;
+        if *count == 2 {
+            findings.push(format!(
+                "spine {run_id}: {} is recorded more than once (again at entry {}); a version was reused",
+                entry.step_id,
+                line + 1
+            ));
+        }
+        match rows.get(&entry.entry_hash) {
+            None => findings.push(format!(
+                "spine {run_id}: entry {} ({}) has no artifact_posted row in the journal: a post that did not complete, never acknowledged",
+                line + 1,
+                entry.step_id
+            )),
+            Some(row) if row.key != artifact_key || row.version != version => {
+                findings.push(format!(
+                    "spine {run_id}: entry {} ({}) is named by the journal row for key={} version={}",
+                    line + 1,
+                    entry.step_id,
+                    python_str_repr(&row.key),
+                    row.version
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(findings)
 }
 
 /// Verifies every artifact version of `task_id` (see the module documentation). A task without
@@ -322,6 +404,7 @@ fn verify_task_journal(
         journal: None,
         spine: None,
         results: Vec::new(),
+        spine_findings: spine_findings(project_root, &run_id, key)?,
     };
     if !journal_path.is_file() {
         return Ok(report);

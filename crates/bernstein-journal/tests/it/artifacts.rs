@@ -882,3 +882,134 @@ fn a_journal_moved_under_another_task_name_fails_the_project_check() {
     );
     assert!(!report.ok());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Crash windows: torn tails and a post killed between its spine entry and its journal row
+// ---------------------------------------------------------------------------------------------
+
+/// What a post killed after its spine append and before its journal row leaves behind: the
+/// spine entry for `artifact:<key>:v<version>`, without the journal row.
+fn orphan_spine_entry(project: &Path, run_id: &str, key: &str, version: i64) {
+    let spine = LineageSpine::open(project, run_id, &audit_key()).unwrap();
+    let content = ArtifactContent::report("lost").unwrap().canonical_bytes();
+    spine
+        .append(&bernstein_journal::artifacts::NewSpineEntry {
+            artifact_path: &format!("run-artifacts/{run_id}/{key}/v{version}"),
+            content: &content,
+            actor: "worker-a",
+            step_id: &format!("artifact:{key}:v{version}"),
+            model: "",
+            timestamp: 1_780_000_701,
+            trace: &TraceContext::default(),
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_post_killed_before_its_journal_row_never_reuses_its_version() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    let key = audit_key();
+    let chain = AuditChain::open(project.join(".sdd/audit"), key.clone());
+    let v1 = ArtifactContent::report("v1").unwrap();
+    let post = |content: &ArtifactContent| {
+        post_run_artifact_with_clock(project, &chain, &request("T-9", "notes", content), || {
+            1_780_000_000.0
+        })
+        .unwrap()
+    };
+    let first = post(&v1);
+    orphan_spine_entry(project, "task-T-9", "notes", 2);
+
+    // The verifier sees the orphan from the spine side.
+    let report = verify_run_artifacts(project, "T-9", &key).unwrap();
+    assert!(!report.ok());
+    assert_eq!(report.spine_findings.len(), 1, "{:?}", report.spine_findings);
+    assert!(
+        report.spine_findings[0].contains("artifact:notes:v2")
+            && report.spine_findings[0].contains("no artifact_posted row"),
+        "{:?}",
+        report.spine_findings
+    );
+
+    let next = post(&ArtifactContent::report("v3").unwrap());
+    assert_eq!(next.record.version, 3, "version 2 is spent by the orphan");
+    assert_eq!(
+        next.record.prev_version_hash, first.record.spine_entry_hash,
+        "the previous version is the last one the journal acknowledged"
+    );
+    let steps: Vec<String> = LineageSpine::open(project, "task-T-9", &key)
+        .unwrap()
+        .entries()
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.step_id)
+        .collect();
+    assert_eq!(
+        steps,
+        vec!["artifact:notes:v1", "artifact:notes:v2", "artifact:notes:v3"]
+    );
+    let report = verify_run_artifacts(project, "T-9", &key).unwrap();
+    assert!(report.results.iter().all(|r| r.ok), "{report:#?}");
+    assert_eq!(report.spine_findings.len(), 1, "{:?}", report.spine_findings);
+}
+
+#[test]
+fn a_reused_version_in_the_spine_is_reported() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    let key = audit_key();
+    let chain = AuditChain::open(project.join(".sdd/audit"), key.clone());
+    post_run_artifact_with_clock(
+        project,
+        &chain,
+        &request("T-8", "notes", &ArtifactContent::report("v1").unwrap()),
+        || 1_780_000_000.0,
+    )
+    .unwrap();
+    // What a reusing writer leaves: a second `artifact:notes:v1` entry.
+    orphan_spine_entry(project, "task-T-8", "notes", 1);
+    let findings = bernstein_journal::artifacts::spine_findings(project, "task-T-8", &key).unwrap();
+    assert!(
+        findings.iter().any(|f| f.contains("more than once")),
+        "{findings:?}"
+    );
+}
+
+#[test]
+fn torn_journal_and_spine_tails_do_not_block_the_next_post() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    let key = audit_key();
+    let chain = AuditChain::open(project.join(".sdd/audit"), key.clone());
+    let post = |content: &ArtifactContent| {
+        post_run_artifact_with_clock(project, &chain, &request("T-7", "notes", content), || {
+            1_780_000_000.0
+        })
+    };
+    post(&ArtifactContent::report("v1").unwrap()).unwrap();
+    let journal = project.join(".sdd/runs/task-T-7/journal.jsonl");
+    let spine = project.join(".sdd/lineage/task-T-7/spine.jsonl");
+    for (path, half) in [
+        (&journal, &b"{\"ts\": 1780000001.0, \"elapsed_s\": 0.0, \"ind"[..]),
+        (&spine, &b"{\"v\":2,\"prev_hash\":\"sha256:"[..]),
+    ] {
+        let mut bytes = fs::read(path).unwrap();
+        bytes.extend_from_slice(half);
+        fs::write(path, bytes).unwrap();
+    }
+    let second = post(&ArtifactContent::report("v2").unwrap()).unwrap();
+    assert_eq!(second.record.version, 2);
+    assert!(second.verified, "{}", second.verify_reason);
+    let report = verify_run_artifacts(project, "T-7", &key).unwrap();
+    assert!(report.ok(), "{report:#?}");
+    let log = bernstein_journal::durable::read_tear_log(project).unwrap();
+    let cut: Vec<&str> = log.tears.iter().map(|t| t.file.as_str()).collect();
+    assert_eq!(
+        cut,
+        vec![
+            ".sdd/lineage/task-T-7/spine.jsonl",
+            ".sdd/runs/task-T-7/journal.jsonl"
+        ]
+    );
+}
