@@ -50,7 +50,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read as _, Write as _};
+use std::io::{ErrorKind, Read as _};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
@@ -59,6 +59,7 @@ use regex::Regex;
 
 use crate::crypto::{constant_time_eq, hmac_sha256_hex, sha256_hex};
 use crate::dlp::RedactionContext;
+use crate::durable::{append_durably, create_dir_all_durable, ensure_entry_durable};
 use crate::identity::{SigningIdentity, python_value_eq, verify_raw_signature};
 use crate::{Error, Result};
 
@@ -685,13 +686,12 @@ impl Mailbox {
                 limit: MAX_MESSAGE_BODY_BYTES,
             });
         }
-        let (mut file, created) = match OpenOptions::new().read(true).append(true).open(&self.path)
-        {
-            Ok(file) => (file, false),
+        let mut file = match OpenOptions::new().read(true).append(true).open(&self.path) {
+            Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 // Check against the empty journal first so that a refusal creates nothing.
                 self.check_state(&LoadedJournal::default(), message)?;
-                (self.create_journal()?, true)
+                self.create_journal()?
             }
             Err(e) => return Err(Error::io("open", &self.path, e)),
         };
@@ -727,20 +727,20 @@ impl Mailbox {
             row.push('\n');
         }
         row.push_str(&entry.to_row());
-        file.write_all(row.as_bytes())
+        // A failed write or fsync takes the row back (we hold the lock), so a retry cannot
+        // duplicate the message.
+        append_durably(&mut file, existing.len() as u64, row.as_bytes())
             .map_err(|e| Error::io("append to", &self.path, e))?;
-        file.sync_all()
-            .map_err(|e| Error::io("fsync", &self.path, e))?;
-        if created {
-            sync_parent_dir(&self.path)?;
-        }
+        // The journal's creator may have died before fsyncing its directory: every process
+        // makes the entry durable before its first acknowledgement.
+        ensure_entry_durable(&self.path).map_err(|e| Error::io("fsync the directory of", &self.path, e))?;
         // Dropping the file releases the lock.
         Ok(entry)
     }
 
     fn create_journal(&self) -> Result<File> {
         if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+            create_dir_all_durable(dir).map_err(|e| Error::io("create directory", dir, e))?;
         }
         OpenOptions::new()
             .read(true)
@@ -771,22 +771,6 @@ impl Mailbox {
 
 fn to_i64(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-#[cfg(unix)]
-fn sync_parent_dir(path: &Path) -> Result<()> {
-    // A new file's directory entry is durable only once the directory itself is synced.
-    match path.parent() {
-        Some(dir) => File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io("fsync", dir, e)),
-        None => Ok(()),
-    }
-}
-
-#[cfg(not(unix))]
-fn sync_parent_dir(_path: &Path) -> Result<()> {
-    Ok(())
 }
 
 static TASK_ID: LazyLock<Regex> = LazyLock::new(|| {
@@ -1074,6 +1058,29 @@ mod tests {
             signature: "sig".to_owned(),
             schema_version: 1,
         }
+    }
+
+    #[test]
+    fn a_failed_fsync_takes_the_message_back_so_a_retry_does_not_duplicate_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let sdd = dir.path().join(".sdd");
+        let signer = SigningIdentity::from_seed(&[7; 32]).unwrap();
+        let mailbox = Mailbox::open(&sdd, &[3; 32], signer);
+        let post = |body: &str| {
+            mailbox.post(
+                &NewMessage::new("t-1", "w", "finding", body, 1_780_000_000.0),
+                &RedactionContext::default(),
+            )
+        };
+        post("one").unwrap();
+        crate::durable::seams::fail_next_fsyncs(1);
+        let err = post("two").unwrap_err();
+        assert!(err.to_string().contains("injected fsync failure"), "{err}");
+        post("two").unwrap();
+        let journal = mailbox.load().unwrap();
+        let bodies: Vec<&str> = journal.entries.iter().map(|e| e.body.as_str()).collect();
+        assert_eq!(bodies, vec!["one", "two"]);
+        assert!(mailbox.verify().unwrap().ok());
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! A blob's name is the SHA-256 of its bytes, so a stored file that was edited is detected by
 //! rehashing it. Writes go to a temporary file in the destination directory, are fsynced, and
 //! are renamed into place (then the directory is fsynced), so a crash never leaves a torn blob
-//! under its address. Storing the same bytes twice writes once.
+//! under its address. Missing directories are created with their parents fsynced, and a blob
+//! found already stored has its directory entries fsynced before the caller acknowledges it
+//! (its writer may have died first). Storing the same bytes twice writes once.
 //!
 //! Unlike the reference, which derives the file name from whatever follows `sha256:` in a
 //! journal row, every address is checked to be `sha256:` plus 64 lowercase hex digits before it
@@ -19,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bernstein_protocol::encoding::is_lower_hex;
 
 use crate::crypto::sha256_hex;
+use crate::durable::{create_dir_all_durable, ensure_entry_durable};
 use crate::run_journal::contained_path;
 use crate::{Error, Result};
 
@@ -140,6 +143,9 @@ impl BlobStore {
         let path = self.path_for(&content_hash)?;
         match self.state(&content_hash)? {
             BlobState::Intact(_) => {
+                // Its writer may have died before fsyncing the directory; the caller is about
+                // to acknowledge a post that depends on it.
+                ensure_entry_durable(&path).map_err(|err| Error::io("fsync", &path, err))?;
                 return Ok(StoredBlob {
                     content_hash,
                     size: bytes.len(),
@@ -164,7 +170,7 @@ impl BlobStore {
                 path: path.clone(),
                 reason: "the blob path has no parent directory".to_owned(),
             })?;
-        fs::create_dir_all(&dir).map_err(|err| Error::io("create", &dir, err))?;
+        create_dir_all_durable(&dir).map_err(|err| Error::io("create", &dir, err))?;
         // Re-check once the directories exist, so a symlink planted meanwhile is refused too.
         let path = self.path_for(&content_hash)?;
         write_atomically(&dir, &path, bytes)?;

@@ -24,9 +24,11 @@ pub(crate) fn now_unix() -> f64 {
     }
 }
 
-/// Creates `dir` and its parents.
+/// Creates `dir` and its parents, fsyncing the parent of each directory created, so nothing
+/// acknowledged inside it can vanish with its directory in a crash.
 pub(crate) fn create_dir_all(dir: &Path) -> Result<(), Error> {
-    fs::create_dir_all(dir).map_err(|e| Error::storage("create directory", dir, &e))
+    bernstein_journal::durable::create_dir_all_durable(dir)
+        .map_err(|e| Error::storage("create directory", dir, &e))
 }
 
 /// Makes the directory entries inside `dir` durable (a new file, a rename).
