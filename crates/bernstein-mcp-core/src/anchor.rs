@@ -13,17 +13,23 @@
 //! 3. The row `{method, call_index, trace_id, span_id}` is appended and fsynced, then the audit
 //!    entry (`mcp.stateless_call`, actor `mcp_stateless_core`, resource the span id, details
 //!    `{run_id, method, call_index, trace_id, span_id, journal_head, cache_content_hash}` plus the
-//!    chain's `prev_chain_digest`) is appended and fsynced (FORMATS §2.6).
+//!    chain's `prev_chain_digest`) is appended and fsynced (FORMATS §2.6), still under the
+//!    journal's lock. When the audit append fails the call is refused and the journal row is
+//!    taken back, so the refused call does not use up its call index (which
+//!    [`reconstruct_call_order`] would otherwise report missing for ever). A process killed
+//!    between the two appends still leaves the row without its entry: see
+//!    `docs/durability.md`.
 //!
 //! [`reconstruct_call_order`] reads the order back from the audit chain alone.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use bernstein_journal::audit::{self, AuditChain, AuditEvent, Finding, Tear, VerifyReport};
 use bernstein_journal::key::AuditKey;
-use bernstein_journal::run_journal::{HashProfile, JournalWriter, validate_run_id};
+use bernstein_journal::run_journal::{AppendedRow, HashProfile, JournalWriter, validate_run_id};
 use bernstein_protocol::pyjson::{Object, Value as PyValue};
 use serde_json::Value as JsonValue;
 
@@ -109,68 +115,83 @@ impl Anchor {
         let claim = meta_str("baggage").and_then(baggage_call_index);
         let content_hash = params_content_hash(method, params);
 
-        let mut refusal = None;
-        let mut ids = None;
+        let refusal = RefCell::new(None);
+        let ids: RefCell<Option<(u64, String, String)>> = RefCell::new(None);
+        // The audit entry, written while the journal's lock is held: when it fails, the
+        // writer takes the row back and no call index is used up by a refused call.
+        let audit_entry = |row: &AppendedRow| {
+            let ids = ids.borrow();
+            let Some((call_index, trace_id, span_id)) = ids.as_ref() else {
+                return Err(bernstein_journal::Error::Encode(
+                    "the anchoring row was written without call ids".to_owned(),
+                ));
+            };
+            let details = Object::new()
+                .with("run_id", self.run_id.as_str())
+                .with("method", method)
+                .with("call_index", *call_index)
+                .with("trace_id", trace_id.as_str())
+                .with("span_id", span_id.as_str())
+                .with("journal_head", row.event_hash.as_str())
+                .with("cache_content_hash", "");
+            self.audit.append(&AuditEvent::new(
+                STATELESS_CALL_EVENT,
+                ANCHOR_ACTOR,
+                ANCHOR_RESOURCE_TYPE,
+                span_id.as_str(),
+                details,
+            ))
+        };
         let appended = {
             // A poisoned lock only means another call panicked mid-append; the journal itself
             // is re-read under its file lock, so the writer is still sound to use.
             let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            writer.append_counted(STATELESS_CALL_EVENT, |journal| {
-                let call_index = journal.count_of(STATELESS_CALL_EVENT);
-                match &claim {
-                    Some(Ok(claimed)) if *claimed == call_index => {}
-                    Some(Ok(claimed)) => {
-                        refusal = Some((claimed.to_string(), call_index));
-                        return None;
+            writer.append_counted_then(
+                STATELESS_CALL_EVENT,
+                |journal| {
+                    let call_index = journal.count_of(STATELESS_CALL_EVENT);
+                    match &claim {
+                        Some(Ok(claimed)) if *claimed == call_index => {}
+                        Some(Ok(claimed)) => {
+                            *refusal.borrow_mut() = Some((claimed.to_string(), call_index));
+                            return None;
+                        }
+                        Some(Err(text)) => {
+                            *refusal.borrow_mut() = Some((text.clone(), call_index));
+                            return None;
+                        }
+                        None => {}
                     }
-                    Some(Err(text)) => {
-                        refusal = Some((text.clone(), call_index));
-                        return None;
-                    }
-                    None => {}
+                    let (trace_id, span_id) = match &traceparent {
+                        Some(parent) => (parent.trace_id.clone(), parent.parent_id.clone()),
+                        None => (
+                            trace_id_for_run(&self.run_id),
+                            span_id_for_call(&content_hash, call_index),
+                        ),
+                    };
+                    let payload = Object::new()
+                        .with("method", method)
+                        .with("call_index", call_index)
+                        .with("trace_id", trace_id.as_str())
+                        .with("span_id", span_id.as_str());
+                    *ids.borrow_mut() = Some((call_index, trace_id, span_id));
+                    Some(payload)
+                },
+                audit_entry,
+            )?
+        };
+        let ((row, record), (call_index, trace_id, span_id)) =
+            match (appended, ids.into_inner()) {
+                (Some(appended), Some(ids)) => (appended, ids),
+                _ => {
+                    let (claimed, actual) = refusal.into_inner().unwrap_or_default();
+                    return Err(Error::CallIndexClaim {
+                        claimed,
+                        actual,
+                        run_id: self.run_id.clone(),
+                    });
                 }
-                let (trace_id, span_id) = match &traceparent {
-                    Some(parent) => (parent.trace_id.clone(), parent.parent_id.clone()),
-                    None => (
-                        trace_id_for_run(&self.run_id),
-                        span_id_for_call(&content_hash, call_index),
-                    ),
-                };
-                let payload = Object::new()
-                    .with("method", method)
-                    .with("call_index", call_index)
-                    .with("trace_id", trace_id.as_str())
-                    .with("span_id", span_id.as_str());
-                ids = Some((call_index, trace_id, span_id));
-                Some(payload)
-            })?
-        };
-        let (row, (call_index, trace_id, span_id)) = match (appended, ids) {
-            (Some(row), Some(ids)) => (row, ids),
-            _ => {
-                let (claimed, actual) = refusal.unwrap_or_default();
-                return Err(Error::CallIndexClaim {
-                    claimed,
-                    actual,
-                    run_id: self.run_id.clone(),
-                });
-            }
-        };
-        let details = Object::new()
-            .with("run_id", self.run_id.as_str())
-            .with("method", method)
-            .with("call_index", call_index)
-            .with("trace_id", trace_id.as_str())
-            .with("span_id", span_id.as_str())
-            .with("journal_head", row.event_hash.as_str())
-            .with("cache_content_hash", "");
-        let record = self.audit.append(&AuditEvent::new(
-            STATELESS_CALL_EVENT,
-            ANCHOR_ACTOR,
-            ANCHOR_RESOURCE_TYPE,
-            span_id.as_str(),
-            details,
-        ))?;
+            };
         Ok(AnchoredCall {
             run_id: self.run_id.clone(),
             call_index,
@@ -444,6 +465,59 @@ mod tests {
         // Another run's order is empty, and still verified.
         let other = reconstruct_call_order(&audit_dir(dir.path()), &key(), "other");
         assert!(other.ok() && other.calls.is_empty());
+    }
+
+    /// Fault seam: the chain's lock file replaced by a directory makes every audit append
+    /// fail (EISDIR) while the journal stays writable.
+    #[test]
+    fn a_call_refused_for_a_failed_audit_append_uses_up_no_call_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        assert_eq!(anchor.anchor("tools/call", Some(&params)).unwrap().call_index, 0);
+
+        let lock = audit_dir(dir.path()).join(audit::LOCK_FILE_NAME);
+        std::fs::remove_file(&lock).unwrap();
+        std::fs::create_dir(&lock).unwrap();
+        let err = anchor.anchor("tools/call", Some(&params)).unwrap_err();
+        assert!(matches!(err, Error::Journal(_)), "{err}");
+        // The refused call left no row behind.
+        let journal = load_run_journal(dir.path(), "mcp-calls").unwrap();
+        assert_eq!(journal.rows.len(), 1);
+
+        std::fs::remove_dir(&lock).unwrap();
+        // Another writer (a fresh process) and the same one both continue the order.
+        let again = anchor.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(again.call_index, 1);
+        let other = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        assert_eq!(other.anchor("tools/call", Some(&params)).unwrap().call_index, 2);
+        assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
+        assert_eq!(indices, vec![0, 1, 2]);
+    }
+
+    /// A server killed mid-row leaves half a row in the shared anchoring journal; every later
+    /// call of every server sharing it must still be served.
+    #[test]
+    fn a_torn_anchoring_row_does_not_refuse_every_later_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        anchor.anchor("tools/call", Some(&params)).unwrap();
+        let path = dir.path().join(".sdd/runs/mcp-calls/journal.jsonl");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"{\"ts\": 1780000000.5, \"elapsed_s\": 0.0, \"index\": 1, \"ev");
+        std::fs::write(&path, bytes).unwrap();
+        let other = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        assert_eq!(other.anchor("tools/call", Some(&params)).unwrap().call_index, 1);
+        assert_eq!(anchor.anchor("tools/call", Some(&params)).unwrap().call_index, 2);
+        assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let tears = bernstein_journal::durable::read_tear_log(dir.path()).unwrap();
+        assert_eq!(tears.tears.len(), 1);
     }
 
     #[test]

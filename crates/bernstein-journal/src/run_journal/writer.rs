@@ -237,6 +237,29 @@ impl<C: Clock> JournalWriter<C> {
     where
         F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
     {
+        self.append_counted_then(event, build, |_| Ok(()))
+            .map(|appended| appended.map(|(row, ())| row))
+    }
+
+    /// [`JournalWriter::append_counted`], then `then(&row)` while the journal's lock is still
+    /// held. When `then` fails, the row is taken back (the file is truncated to its length
+    /// before the row and fsynced) and `then`'s error is returned, so the journal holds no row
+    /// for an operation that did not complete: nothing else can have been appended behind it.
+    /// `then` must not append to this journal itself.
+    ///
+    /// # Errors
+    ///
+    /// As [`JournalWriter::append`], and `then`'s error.
+    pub fn append_counted_then<F, G, T>(
+        &mut self,
+        event: &str,
+        build: F,
+        then: G,
+    ) -> Result<Option<(AppendedRow, T)>>
+    where
+        F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
+        G: FnOnce(&AppendedRow) -> Result<T>,
+    {
         let (mut file, path) = self.open_locked()?;
         let identity = file_identity(&file, &path)?;
         let cached = match (&self.tail, &self.counts) {
@@ -277,9 +300,26 @@ impl<C: Clock> JournalWriter<C> {
         check_payload_keys(&payload)?;
         counts.identity = tail.identity;
         self.counts = Some(counts);
+        let size_before = tail.identity.2;
         // `write_row` advances the counts with the row it writes.
-        self.write_row(&mut file, &path, tail, event, &payload)
-            .map(Some)
+        let row = self.write_row(&mut file, &path, tail, event, &payload)?;
+        match then(&row) {
+            Ok(value) => Ok(Some((row, value))),
+            Err(err) => {
+                // The cached tail and counts describe the row being taken back; forget them.
+                self.tail = None;
+                self.counts = None;
+                if let Err(rollback) = file.set_len(size_before).and_then(|()| file.sync_all()) {
+                    tracing::error!(
+                        path = %path.display(),
+                        index = row.index,
+                        error = %rollback,
+                        "could not take back a journal row whose operation failed"
+                    );
+                }
+                Err(err)
+            }
+        }
     }
 
     /// Creates the run directory and journal file when needed, and returns the file opened for
