@@ -319,8 +319,11 @@ impl RecordedTear {
 pub struct TearLog {
     /// The readable records, in file order.
     pub tears: Vec<RecordedTear>,
-    /// Lines that are not tear records.
+    /// Complete lines that are not tear records.
     pub unreadable: Vec<(usize, String)>,
+    /// The line number of a torn last record (a recorder killed mid-write; the tear it was
+    /// recording was not cut yet, so the next writer records it again).
+    pub torn_last_line: Option<usize>,
 }
 
 /// Reads the project's tear log; a missing log is empty. Never writes.
@@ -345,8 +348,7 @@ pub fn read_tear_log(project_root: &Path) -> Result<TearLog> {
             continue;
         }
         if i + 1 == count && !complete {
-            log.unreadable
-                .push((number, "torn last record (no newline)".to_owned()));
+            log.torn_last_line = Some(number);
             continue;
         }
         let parsed = std::str::from_utf8(raw)

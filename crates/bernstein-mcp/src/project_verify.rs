@@ -10,7 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use bernstein_journal::artifacts::{LineageSpine, verify_all_run_artifacts};
+use bernstein_journal::artifacts::{LineageSpine, spine_findings, verify_all_run_artifacts};
+use bernstein_journal::durable;
 use bernstein_journal::audit::{self, VerifyReport};
 use bernstein_journal::capsule::{capsules_dir, verify_context_capsule};
 use bernstein_journal::claim::verify_claim_receipt_in_project;
@@ -171,7 +172,38 @@ fn journals_section(root: &Path, audit_dir: &Path) -> Section {
         }
         section.detail.insert(run_id, run);
     }
+    note_recovered_tears(root, &mut section);
     section
+}
+
+/// The torn tails writers cut from journals and spines (`.sdd/torn_tails.jsonl`). Their bytes
+/// were never acknowledged, so each is a note, not a failure; a tear log line that is not a
+/// record fails the section.
+fn note_recovered_tears(root: &Path, section: &mut Section) {
+    match durable::read_tear_log(root) {
+        Ok(log) => {
+            for tear in &log.tears {
+                section.notes.push(format!("recovered tear: {}", tear.describe()));
+            }
+            if let Some(line) = log.torn_last_line {
+                section.notes.push(format!(
+                    ".sdd/{}: line {line} is a torn record (its writer died mid-write)",
+                    durable::TEAR_LOG_FILE_NAME
+                ));
+            }
+            for (line, reason) in &log.unreadable {
+                section.fail(format!(
+                    ".sdd/{} line {line}: {reason}",
+                    durable::TEAR_LOG_FILE_NAME
+                ));
+            }
+            if !log.tears.is_empty() {
+                section.present = true;
+                section.detail.insert("recovered_tears", log.tears.len());
+            }
+        }
+        Err(err) => section.fail(err.to_string()),
+    }
 }
 
 fn mailbox_section(sdd: &Path, key: &AuditKey) -> Section {
@@ -282,6 +314,11 @@ fn artifacts_section(root: &Path, key: &AuditKey) -> Section {
                     .detail
                     .insert(format!("spine {run_id}"), report.to_object());
             }
+            Err(err) => section.fail(format!("spine {run_id}: {err}")),
+        }
+        // The other direction: spine versions no journal row accounts for, or reused.
+        match spine_findings(root, &run_id, key) {
+            Ok(findings) => findings.into_iter().for_each(|f| section.fail(f)),
             Err(err) => section.fail(format!("spine {run_id}: {err}")),
         }
     }

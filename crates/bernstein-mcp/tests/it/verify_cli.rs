@@ -409,3 +409,41 @@ fn project_verify_matches_the_reference_verdict_on_every_vector_tree() {
         assert_eq!(sections.len(), 8, "{case}: {sections:?}");
     }
 }
+
+/// A writer killed mid-row leaves half a row; the next append records and cuts it, and
+/// `verify` lists the cut (a note: the bytes were never acknowledged) without failing.
+#[test]
+fn project_verify_lists_a_torn_tail_a_writer_cut() {
+    use bernstein_journal::run_journal::{HashProfile, JournalWriter};
+    use bernstein_protocol::pyjson::Object;
+
+    let scratch = Scratch::of("journal/completed_run", "audit.key");
+    let project = scratch.project();
+    let journal = project.join(".sdd/runs/task-t-42/journal.jsonl");
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let whole = bytes.len();
+    bytes.extend_from_slice(b"{\"ts\": 1.0, \"ind");
+    std::fs::write(&journal, bytes).unwrap();
+    let mut writer = JournalWriter::open(&project, "task-t-42", HashProfile::PyJsonV1).unwrap();
+    writer.append("operator_note", &Object::new()).unwrap();
+
+    let out = run_in(&scratch, &["verify", "--json"]);
+    let report = json(&out.stdout);
+    let journals = &report["sections"]["journals"];
+    assert_eq!(journals["ok"], true, "{}", out.stdout);
+    let notes: Vec<&str> = journals["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let expected = format!(
+        "recovered tear: .sdd/runs/task-t-42/journal.jsonl: cut 16 unacknowledged byte(s) of a torn last row at offset {whole}"
+    );
+    assert!(
+        notes.iter().any(|n| n.starts_with(&expected)),
+        "{notes:?}"
+    );
+    let text = run_in(&scratch, &["verify"]);
+    assert!(text.stdout.contains(&format!("note: {expected}")), "{}", text.stdout);
+}
