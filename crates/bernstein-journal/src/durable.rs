@@ -379,10 +379,9 @@ pub fn read_tear_log(project_root: &Path) -> Result<TearLog> {
                     line: number,
                 });
             }
-            _ => log.unreadable.push((
-                number,
-                "missing file, offset, length or sha256".to_owned(),
-            )),
+            _ => log
+                .unreadable
+                .push((number, "missing file, offset, length or sha256".to_owned())),
         }
     }
     Ok(log)
@@ -487,13 +486,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.jsonl");
         fs::write(&path, b"{\"a\": 1}\n{\"b\": ").unwrap();
-        let mut file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
         let cut = recover_torn_tail(dir.path(), &mut file, &path)
             .unwrap()
             .unwrap();
         assert_eq!((cut.offset, cut.length), (9, 6));
         assert_eq!(fs::read(&path).unwrap(), b"{\"a\": 1}\n");
-        assert_eq!(recover_torn_tail(dir.path(), &mut file, &path).unwrap(), None);
+        assert_eq!(
+            recover_torn_tail(dir.path(), &mut file, &path).unwrap(),
+            None
+        );
         let log = read_tear_log(dir.path()).unwrap();
         assert_eq!(log.unreadable, vec![]);
         assert_eq!(log.tears.len(), 1);

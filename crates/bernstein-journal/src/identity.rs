@@ -161,7 +161,7 @@ impl SigningIdentity {
         if private_path.is_file() && public_path.is_file() {
             return SigningIdentity::load(&private_path, &public_path);
         }
-        fs::create_dir_all(identity_dir)
+        crate::durable::create_dir_all_durable(identity_dir)
             .map_err(|e| Error::io("create directory", identity_dir, e))?;
         // Serialise creators: without the lock two processes could each rename their own private
         // key into place and then write their own public key, leaving a mismatched pair.

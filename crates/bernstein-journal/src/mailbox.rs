@@ -733,7 +733,8 @@ impl Mailbox {
             .map_err(|e| Error::io("append to", &self.path, e))?;
         // The journal's creator may have died before fsyncing its directory: every process
         // makes the entry durable before its first acknowledgement.
-        ensure_entry_durable(&self.path).map_err(|e| Error::io("fsync the directory of", &self.path, e))?;
+        ensure_entry_durable(&self.path)
+            .map_err(|e| Error::io("fsync the directory of", &self.path, e))?;
         // Dropping the file releases the lock.
         Ok(entry)
     }

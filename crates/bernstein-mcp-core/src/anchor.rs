@@ -180,18 +180,17 @@ impl Anchor {
                 audit_entry,
             )?
         };
-        let ((row, record), (call_index, trace_id, span_id)) =
-            match (appended, ids.into_inner()) {
-                (Some(appended), Some(ids)) => (appended, ids),
-                _ => {
-                    let (claimed, actual) = refusal.into_inner().unwrap_or_default();
-                    return Err(Error::CallIndexClaim {
-                        claimed,
-                        actual,
-                        run_id: self.run_id.clone(),
-                    });
-                }
-            };
+        let ((row, record), (call_index, trace_id, span_id)) = match (appended, ids.into_inner()) {
+            (Some(appended), Some(ids)) => (appended, ids),
+            _ => {
+                let (claimed, actual) = refusal.into_inner().unwrap_or_default();
+                return Err(Error::CallIndexClaim {
+                    claimed,
+                    actual,
+                    run_id: self.run_id.clone(),
+                });
+            }
+        };
         Ok(AnchoredCall {
             run_id: self.run_id.clone(),
             call_index,
@@ -474,7 +473,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
         let params = json!({"name": "bernstein_health", "arguments": {}});
-        assert_eq!(anchor.anchor("tools/call", Some(&params)).unwrap().call_index, 0);
+        assert_eq!(
+            anchor
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            0
+        );
 
         let lock = audit_dir(dir.path()).join(audit::LOCK_FILE_NAME);
         std::fs::remove_file(&lock).unwrap();
@@ -490,7 +495,13 @@ mod tests {
         let again = anchor.anchor("tools/call", Some(&params)).unwrap();
         assert_eq!(again.call_index, 1);
         let other = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
-        assert_eq!(other.anchor("tools/call", Some(&params)).unwrap().call_index, 2);
+        assert_eq!(
+            other
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            2
+        );
         assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
         let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
         assert!(order.ok(), "{:?}", order.problems);
@@ -511,8 +522,20 @@ mod tests {
         bytes.extend_from_slice(b"{\"ts\": 1780000000.5, \"elapsed_s\": 0.0, \"index\": 1, \"ev");
         std::fs::write(&path, bytes).unwrap();
         let other = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
-        assert_eq!(other.anchor("tools/call", Some(&params)).unwrap().call_index, 1);
-        assert_eq!(anchor.anchor("tools/call", Some(&params)).unwrap().call_index, 2);
+        assert_eq!(
+            other
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            1
+        );
+        assert_eq!(
+            anchor
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            2
+        );
         assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
         let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
         assert!(order.ok(), "{:?}", order.problems);

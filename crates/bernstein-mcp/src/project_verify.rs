@@ -11,10 +11,10 @@
 use std::path::{Path, PathBuf};
 
 use bernstein_journal::artifacts::{LineageSpine, spine_findings, verify_all_run_artifacts};
-use bernstein_journal::durable;
 use bernstein_journal::audit::{self, VerifyReport};
 use bernstein_journal::capsule::{capsules_dir, verify_context_capsule};
 use bernstein_journal::claim::verify_claim_receipt_in_project;
+use bernstein_journal::durable;
 use bernstein_journal::handle;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::lineage_log::{AgentCards, LineageProblemKind, verify_lineage};
@@ -183,7 +183,9 @@ fn note_recovered_tears(root: &Path, section: &mut Section) {
     match durable::read_tear_log(root) {
         Ok(log) => {
             for tear in &log.tears {
-                section.notes.push(format!("recovered tear: {}", tear.describe()));
+                section
+                    .notes
+                    .push(format!("recovered tear: {}", tear.describe()));
             }
             if let Some(line) = log.torn_last_line {
                 section.notes.push(format!(

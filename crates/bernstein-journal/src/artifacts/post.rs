@@ -366,7 +366,12 @@ fn preflight(
     };
     // A torn last row was never acknowledged; the journal writer cuts it under its lock.
     if !bytes.ends_with(b"\n") && !bytes.ends_with(b"\r") {
-        bytes.truncate(bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1));
+        bytes.truncate(
+            bytes
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |at| at + 1),
+        );
     }
     let loaded = parse_journal_bytes(&bytes);
     let verification = verify_loaded(&loaded);

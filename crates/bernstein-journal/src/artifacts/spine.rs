@@ -35,12 +35,12 @@ use std::path::{Path, PathBuf};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 
 use super::blobs::{content_address, write_atomically};
-use crate::durable::{
-    append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail,
-};
 use super::pyint::python_int;
 use crate::audit::{python_repr, python_str};
 use crate::crypto::{constant_time_eq, hmac_sha256_hex, sha256_hex};
+use crate::durable::{
+    append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail,
+};
 use crate::key::AuditKey;
 use crate::run_journal::{contained_path, python_str_repr};
 use crate::{Error, Result};
@@ -789,7 +789,10 @@ impl LineageSpine {
             path: spine_path.clone(),
             reason,
         };
-        let complete = spine.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+        let complete = spine
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
         spine.truncate(complete);
         let verification = verify_spine_bytes(&spine, head.as_deref(), &self.key);
         if verification.status == SpineStatus::Tampered {

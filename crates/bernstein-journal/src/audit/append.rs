@@ -217,8 +217,7 @@ impl AuditChain {
         let segment = at.segment_name();
         let segment_path = self.dir.join(&segment);
         let timestamp = at.to_record_string();
-        let (head, sealed_tear) =
-            self.sync_for_append(&segment_path, &segment, &timestamp)?;
+        let (head, sealed_tear) = self.sync_for_append(&segment_path, &segment, &timestamp)?;
 
         let mut details = event.details.clone();
         if anchored {
@@ -626,10 +625,7 @@ mod tests {
         assert!(err.to_string().contains("injected fsync failure"), "{err}");
         // The caller retries the refused append.
         chain.append_at(&event("two"), at).unwrap();
-        let ids: Vec<String> = chain
-            .verified_records()
-            .map(|r| r.resource_id)
-            .collect();
+        let ids: Vec<String> = chain.verified_records().map(|r| r.resource_id).collect();
         assert_eq!(ids, vec!["one", "two"]);
         let report = chain.verify();
         assert!(report.ok() && report.tears.is_empty(), "{report:?}");

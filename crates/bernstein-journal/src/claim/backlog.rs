@@ -331,7 +331,8 @@ pub fn render_backlog(entries: &[BacklogEntry]) -> String {
 pub fn write_backlog(path: &Path, entries: &[BacklogEntry]) -> Result<()> {
     check_unique_ids(entries, &path.display().to_string())?;
     let parent = path.parent().unwrap_or_else(|| Path::new("."));
-    fs::create_dir_all(parent).map_err(|err| Error::io("create directory", parent, err))?;
+    crate::durable::create_dir_all_durable(parent)
+        .map_err(|err| Error::io("create directory", parent, err))?;
     let mut suffix = [0u8; 4];
     SystemRandom::new()
         .fill(&mut suffix)

@@ -394,7 +394,8 @@ impl LineageLog {
         check_new_entry(new)?;
         let log_path = self.log_path()?;
         let root = lineage_dir(&self.project_root);
-        fs::create_dir_all(&root).map_err(|err| Error::io("create", &root, err))?;
+        crate::durable::create_dir_all_durable(&root)
+            .map_err(|err| Error::io("create", &root, err))?;
         let log_path_checked = self.log_path()?;
         let mut log = OpenOptions::new()
             .read(true)
@@ -583,7 +584,9 @@ fn tips_in(log: &[u8], artefact_path: &str) -> TipSet {
 
 fn ensure_parent(path: &Path) -> Result<()> {
     match path.parent() {
-        Some(dir) => fs::create_dir_all(dir).map_err(|err| Error::io("create", dir, err)),
+        Some(dir) => {
+            crate::durable::create_dir_all_durable(dir).map_err(|err| Error::io("create", dir, err))
+        }
         None => Ok(()),
     }
 }

@@ -37,7 +37,9 @@ use super::paths::{run_journal_path, validate_run_id};
 use super::python::python_round3;
 use super::reader::scan;
 use super::verify::{detect_hash_profile, row_str, verify_rows};
-use crate::durable::{append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail};
+use crate::durable::{
+    append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail,
+};
 use crate::{Error, Result};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 use std::collections::HashMap;
@@ -675,7 +677,10 @@ mod tests {
         // A fresh writer (another process) and the first one (stale cache) both get through.
         let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
         let second = other.append("b", &Object::new()).unwrap();
-        assert_eq!((second.index, second.prev_hash.as_str()), (1, first.event_hash.as_str()));
+        assert_eq!(
+            (second.index, second.prev_hash.as_str()),
+            (1, first.event_hash.as_str())
+        );
         let third = writer.append("c", &Object::new()).unwrap();
         assert_eq!(third.index, 2);
         let report = verify_journal(&path).unwrap();
@@ -685,7 +690,10 @@ mod tests {
         assert_eq!(log.tears.len(), 1, "{log:?}");
         let tear = &log.tears[0];
         assert_eq!(tear.file, ".sdd/runs/r/journal.jsonl");
-        assert_eq!((tear.offset, tear.length), (whole.len() as u64, half.len() as u64));
+        assert_eq!(
+            (tear.offset, tear.length),
+            (whole.len() as u64, half.len() as u64)
+        );
     }
 
     #[test]

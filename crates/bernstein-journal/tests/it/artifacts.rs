@@ -924,7 +924,12 @@ fn a_post_killed_before_its_journal_row_never_reuses_its_version() {
     // The verifier sees the orphan from the spine side.
     let report = verify_run_artifacts(project, "T-9", &key).unwrap();
     assert!(!report.ok());
-    assert_eq!(report.spine_findings.len(), 1, "{:?}", report.spine_findings);
+    assert_eq!(
+        report.spine_findings.len(),
+        1,
+        "{:?}",
+        report.spine_findings
+    );
     assert!(
         report.spine_findings[0].contains("artifact:notes:v2")
             && report.spine_findings[0].contains("no artifact_posted row"),
@@ -947,11 +952,20 @@ fn a_post_killed_before_its_journal_row_never_reuses_its_version() {
         .collect();
     assert_eq!(
         steps,
-        vec!["artifact:notes:v1", "artifact:notes:v2", "artifact:notes:v3"]
+        vec![
+            "artifact:notes:v1",
+            "artifact:notes:v2",
+            "artifact:notes:v3"
+        ]
     );
     let report = verify_run_artifacts(project, "T-9", &key).unwrap();
     assert!(report.results.iter().all(|r| r.ok), "{report:#?}");
-    assert_eq!(report.spine_findings.len(), 1, "{:?}", report.spine_findings);
+    assert_eq!(
+        report.spine_findings.len(),
+        1,
+        "{:?}",
+        report.spine_findings
+    );
 }
 
 #[test]
@@ -991,7 +1005,10 @@ fn torn_journal_and_spine_tails_do_not_block_the_next_post() {
     let journal = project.join(".sdd/runs/task-T-7/journal.jsonl");
     let spine = project.join(".sdd/lineage/task-T-7/spine.jsonl");
     for (path, half) in [
-        (&journal, &b"{\"ts\": 1780000001.0, \"elapsed_s\": 0.0, \"ind"[..]),
+        (
+            &journal,
+            &b"{\"ts\": 1780000001.0, \"elapsed_s\": 0.0, \"ind"[..],
+        ),
         (&spine, &b"{\"v\":2,\"prev_hash\":\"sha256:"[..]),
     ] {
         let mut bytes = fs::read(path).unwrap();

@@ -440,10 +440,11 @@ fn project_verify_lists_a_torn_tail_a_writer_cut() {
     let expected = format!(
         "recovered tear: .sdd/runs/task-t-42/journal.jsonl: cut 16 unacknowledged byte(s) of a torn last row at offset {whole}"
     );
-    assert!(
-        notes.iter().any(|n| n.starts_with(&expected)),
-        "{notes:?}"
-    );
+    assert!(notes.iter().any(|n| n.starts_with(&expected)), "{notes:?}");
     let text = run_in(&scratch, &["verify"]);
-    assert!(text.stdout.contains(&format!("note: {expected}")), "{}", text.stdout);
+    assert!(
+        text.stdout.contains(&format!("note: {expected}")),
+        "{}",
+        text.stdout
+    );
 }
