@@ -934,3 +934,25 @@ proptest! {
         prop_assert_eq!(report.failures_of(ClaimCheck::Signature).count(), 1, "{:?}", report);
     }
 }
+
+/// Without an explicit time, a claim reads its clock under the chain lock (so it cannot fork
+/// the chain at midnight) and stamps the row's `claimed_at` from the same reading.
+#[test]
+fn a_live_claim_takes_its_one_clock_reading_from_the_audit_record() {
+    let project = tempfile::tempdir().unwrap();
+    write_backlog_text(project.path(), r#"[{"id": "t-1", "role": "backend"}]"#);
+    let request = ClaimRequest::new("worker-a", ClaimFilter::default());
+    let outcome = claim_in_project(project.path(), audit_key(), &request, None).unwrap();
+    let record = outcome.audit_record.as_ref().unwrap();
+    let at = Timestamp::parse(&record.timestamp).unwrap();
+    let claimed_at = outcome.claimed_entry().unwrap().claimed_at.unwrap();
+    assert!(
+        (claimed_at - at.unix_micros() as f64 / 1_000_000.0).abs() < 1e-6,
+        "{claimed_at} vs {}",
+        record.timestamp
+    );
+    let report =
+        verify_claim_receipt_in_project(project.path(), &outcome.receipt.to_wire(), audit_key())
+            .unwrap();
+    assert!(report.ok(), "{report:?}");
+}
