@@ -63,8 +63,8 @@ pub enum Error {
     /// A record to append cannot be written in the required format.
     #[error("cannot encode record: {0}")]
     Encode(String),
-    /// An existing run journal cannot be extended without corrupting its chain (torn tail,
-    /// unparsable rows, a chain that does not recompute, or an unknown hash profile).
+    /// An existing run journal cannot be extended without corrupting its chain (unparsable rows,
+    /// a chain that does not recompute, or an unknown hash profile; a torn tail is cut instead).
     #[error("cannot append to {path}: {reason}")]
     JournalUnusable {
         /// The journal file.

@@ -769,7 +769,8 @@ impl LineageSpine {
     /// # Errors
     ///
     /// [`Error::ArtifactInvalid`] for an unsafe artifact path or trace context;
-    /// [`Error::EvidenceUnusable`] when the spine does not verify or its last row is torn;
+    /// [`Error::EvidenceUnusable`] when the spine does not verify (a torn last row is recorded and
+    /// cut instead);
     /// [`Error::Containment`] or [`Error::Io`].
     pub fn append(&self, entry: &NewSpineEntry<'_>) -> Result<SpineEntry> {
         check_new_entry(entry)?;
