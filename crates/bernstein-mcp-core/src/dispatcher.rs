@@ -909,10 +909,11 @@ impl Dispatcher {
         let method = request.method.to_owned();
         // The params are shared with the blocking task, not copied: they may be large.
         let params = request.params.clone();
-        let anchored = tokio::task::spawn_blocking(move || anchor.anchor(&method, params.as_deref()))
-            .await
-            .map_err(|err| Error::AnchorTask(err.to_string()))
-            .and_then(|anchored| anchored);
+        let anchored =
+            tokio::task::spawn_blocking(move || anchor.anchor(&method, params.as_deref()))
+                .await
+                .map_err(|err| Error::AnchorTask(err.to_string()))
+                .and_then(|anchored| anchored);
         match anchored {
             Ok(call) => Ok(Some(call)),
             Err(err @ Error::CallIndexClaim { .. }) => {
@@ -1010,7 +1011,9 @@ impl Dispatcher {
         };
         // A forged cursor may name any offset; the next page's must not wrap.
         let next = offset.checked_add(TASK_LIST_PAGE).ok_or_else(|| {
-            RpcError::invalid_params(format!("Invalid pagination cursor: offset {offset} is out of range"))
+            RpcError::invalid_params(format!(
+                "Invalid pagination cursor: offset {offset} is out of range"
+            ))
         })?;
         let ids = tasks::all_task_ids(&self.shared.backend).await?;
         let mut rows = Vec::new();
@@ -1141,11 +1144,8 @@ impl Accepted {
                 // Dropping the work releases its stream entry and slot as soon as it yields.
                 task.abort();
                 tracing::warn!(request_id = %id, "request timed out after {limit:?}");
-                RpcError::internal(format!(
-                    "request timed out after {} s",
-                    limit.as_secs_f64()
-                ))
-                .with_data(json!({"timeoutSeconds": limit.as_secs_f64()}))
+                RpcError::internal(format!("request timed out after {} s", limit.as_secs_f64()))
+                    .with_data(json!({"timeoutSeconds": limit.as_secs_f64()}))
             }
         };
         Some(jsonrpc::error_response(Some(&id), &error))

@@ -469,6 +469,73 @@ mod tests {
     }
 
     #[test]
+    fn repeated_keys_are_found_at_any_depth_and_answered_by_place() {
+        let refusal = |text: &str| match read(text) {
+            Incoming::Invalid { id, error } => format!(
+                "{} {} {}",
+                id.map_or("-".to_owned(), |i| i.to_string()),
+                error.code,
+                error.message
+            ),
+            other => format!("accepted: {other:?}"),
+        };
+        assert_eq!(
+            repeated_key(r#"{"a":1,"b":{"c":[{"d":1,"d":2}]}}"#).unwrap(),
+            ["b", "c", "0", "d"]
+        );
+        // Keys are compared after unescaping.
+        assert_eq!(repeated_key(r#"{"a":1,"\u0061":2}"#).unwrap(), ["a"]);
+        assert_eq!(
+            repeated_key(r#"{"a":{"x":1},"b":{"x":1},"c":[{"x":1},{"x":1}]}"#),
+            None
+        );
+        assert_eq!(
+            refusal(r#"{"jsonrpc":"2.0","id":10,"method":"ping","id":11}"#),
+            r#"- -32600 Invalid Request: duplicate key "id" at the top level"#
+        );
+        assert_eq!(
+            refusal(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#
+            ),
+            r#"1 -32600 Invalid Request: duplicate key "name" at params"#
+        );
+        assert_eq!(
+            refusal(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":1,"x":2}}}"#
+            ),
+            r#"1 -32602 Invalid params: duplicate key "x" in the tool arguments at arguments"#
+        );
+        assert_eq!(
+            refusal(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}"#
+            ),
+            r#"- -32600 Invalid Request: duplicate key "requestId" at params"#
+        );
+        assert!(matches!(
+            read(r#"{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}"#),
+            Incoming::Response
+        ));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_a_parse_error() {
+        match read_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}") {
+            Incoming::Invalid { id: None, error } => {
+                assert_eq!(error.code, PARSE_ERROR);
+                assert_eq!(
+                    error.data.unwrap()["detail"],
+                    "message is not valid UTF-8 (invalid byte at offset 23)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_bytes(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Incoming::Request { .. }
+        ));
+    }
+
+    #[test]
     fn parse_errors_answer_with_a_null_id() {
         let err = parse("{not json").unwrap_err();
         assert_eq!(err["id"], JsonValue::Null);

@@ -196,7 +196,10 @@ fn log_join(joined: Result<(), tokio::task::JoinError>) {
 /// else.
 fn trim_json_whitespace(line: &[u8]) -> &[u8] {
     let is_json_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
-    let start = line.iter().position(|b| !is_json_space(b)).unwrap_or(line.len());
+    let start = line
+        .iter()
+        .position(|b| !is_json_space(b))
+        .unwrap_or(line.len());
     let end = line
         .iter()
         .rposition(|b| !is_json_space(b))

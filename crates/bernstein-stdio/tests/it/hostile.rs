@@ -205,7 +205,11 @@ async fn params_beyond_the_limit_are_refused_before_anything_runs() {
         "nothing anchored or written"
     );
     let served = session
-        .request(2, "tools/call", json!({"name": "bernstein_status", "arguments": {}}))
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "bernstein_status", "arguments": {}}),
+        )
         .await;
     assert!(served.get("result").is_some(), "{served}");
 }
@@ -236,17 +240,27 @@ async fn requests_beyond_the_stream_cap_are_answered_busy() {
         "{busy}"
     );
     session
-        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#)
+        .send_line(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        )
         .await;
-    assert_eq!(session.response(json!(1)).await["result"]["cancelled"], true);
+    assert_eq!(
+        session.response(json!(1)).await["result"]["cancelled"],
+        true
+    );
     assert_eq!(
         session.request(4, "ping", json!({})).await["result"],
         json!({})
     );
     session
-        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#)
+        .send_line(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#,
+        )
         .await;
-    assert_eq!(session.response(json!(2)).await["result"]["cancelled"], true);
+    assert_eq!(
+        session.response(json!(2)).await["result"]["cancelled"],
+        true
+    );
 }
 
 #[tokio::test]
@@ -386,7 +400,14 @@ async fn an_unrepresentable_subscribe_timeout_is_served_not_panicked() {
             assert!(answer.get("error").is_none(), "{answer}");
             let result = &answer["result"]["structuredContent"]["result"];
             assert_eq!(result["timed_out"], false, "{answer}");
-            assert_eq!(result["notifications"][0]["title"].as_str().unwrap().chars().next(), Some('t'));
+            assert_eq!(
+                result["notifications"][0]["title"]
+                    .as_str()
+                    .unwrap()
+                    .chars()
+                    .next(),
+                Some('t')
+            );
             return;
         }
     }
@@ -450,8 +471,14 @@ async fn only_json_whitespace_is_stripped() {
         .await;
     assert_eq!(session.response(json!(1)).await["result"], json!({}));
     for (id, padded) in [
-        (2, "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"),
-        (3, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\u{3000}"),
+        (
+            2,
+            "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}",
+        ),
+        (
+            3,
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\u{3000}",
+        ),
         (4, "\u{b}{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}"),
         (5, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\u{c}"),
     ] {
@@ -547,7 +574,9 @@ async fn a_reused_id_in_flight_is_refused_and_the_first_call_keeps_it() {
     );
     // The cancel names id 5 and reaches the first call, which answers with its own result.
     session
-        .send_line(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#)
+        .send_line(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#,
+        )
         .await;
     let first = session.response(json!(5)).await;
     assert_eq!(first["result"]["cancelled"], true, "{first}");
@@ -555,5 +584,9 @@ async fn a_reused_id_in_flight_is_refused_and_the_first_call_keeps_it() {
         session.request(6, "ping", json!({})).await["result"],
         json!({})
     );
-    assert!(session.pending.is_empty(), "one answer per request: {:?}", session.pending);
+    assert!(
+        session.pending.is_empty(),
+        "one answer per request: {:?}",
+        session.pending
+    );
 }
