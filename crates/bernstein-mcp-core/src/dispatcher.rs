@@ -1130,6 +1130,9 @@ impl Accepted {
             drop(slot);
             response
         });
+        // Whoever stops waiting for the answer (the timeout below, or a transport dropping this
+        // future) stops the work too, so it releases its stream entry and slot.
+        let _stop_on_drop = AbortOnDrop(task.abort_handle());
         let error = match tokio::time::timeout(limit, &mut task).await {
             Ok(Ok(response)) => return Some(response),
             Ok(Err(err)) if err.is_panic() => {
@@ -1141,8 +1144,6 @@ impl Accepted {
                 RpcError::internal("Internal error: the request handler did not complete")
             }
             Err(_) => {
-                // Dropping the work releases its stream entry and slot as soon as it yields.
-                task.abort();
                 tracing::warn!(request_id = %id, "request timed out after {limit:?}");
                 RpcError::internal(format!("request timed out after {} s", limit.as_secs_f64()))
                     .with_data(json!({"timeoutSeconds": limit.as_secs_f64()}))
@@ -1156,6 +1157,16 @@ impl Accepted {
         let response = self.respond(notify).await?;
         // Serialising a `serde_json::Value` cannot fail: its keys are strings.
         serde_json::to_string(&response).ok()
+    }
+}
+
+/// Aborts a spawned request when dropped (a no-op once it finished). Work stuck inside a
+/// blocking call stops at its next await.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
