@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bernstein_mcp_core::{Dispatcher, Limits};
@@ -301,15 +301,21 @@ async fn requests_beyond_the_process_cap_are_answered_busy_on_every_stream() {
     );
 }
 
-/// Opens and closes the FIFO for writing without blocking (read-write never waits on Linux),
-/// so the readers parked on it see end of file and their blocking threads end.
-fn release_fifo(path: &Path) {
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    drop(handle);
+/// Releases the readers parked on a FIFO when dropped, pass or fail, so their blocking threads
+/// end and the test runtime can shut down: opening it read-write never waits on Linux, and
+/// closing it again gives every parked reader end of file.
+struct ReleaseFifo(std::path::PathBuf);
+
+impl Drop for ReleaseFifo {
+    fn drop(&mut self) {
+        if let Ok(handle) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.0)
+        {
+            drop(handle);
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,6 +334,18 @@ async fn a_read_that_never_ends_times_out_and_ping_is_still_answered() {
         .status()
         .unwrap();
     assert!(made.success());
+    let _release = ReleaseFifo(fifo.clone());
+    // A watchdog that frees the readers after half a minute, so a server whose workers are
+    // frozen by them fails this test instead of hanging it.
+    let released = Arc::new(AtomicBool::new(false));
+    {
+        let released = Arc::clone(&released);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(30));
+            released.store(true, Ordering::SeqCst);
+            drop(ReleaseFifo(fifo));
+        });
+    }
     // As many never-ending reads as the runtime has workers.
     for id in [1, 2] {
         session
@@ -336,6 +354,10 @@ async fn a_read_that_never_ends_times_out_and_ping_is_still_answered() {
     }
     let pong = session.request(3, "ping", json!({})).await;
     assert_eq!(pong["result"], json!({}));
+    assert!(
+        !released.load(Ordering::SeqCst),
+        "ping was answered only once the never-ending reads were released"
+    );
     for id in [1, 2] {
         let answer = session.response(json!(id)).await;
         assert_eq!(answer["error"]["code"], -32603, "{answer}");
@@ -344,7 +366,6 @@ async fn a_read_that_never_ends_times_out_and_ping_is_still_answered() {
     session.close_input().await;
     assert!(session.from_server.next_line().await.unwrap().is_none());
     session.server.await.unwrap().unwrap();
-    release_fifo(&fifo);
 }
 
 #[tokio::test]
