@@ -253,7 +253,9 @@ impl DispatcherBuilder {
                 tier_tools,
                 registered,
                 instructions,
-                slots: Arc::new(Semaphore::new(self.limits.max_in_flight)),
+                slots: Arc::new(Semaphore::new(
+                    self.limits.max_in_flight.min(Semaphore::MAX_PERMITS),
+                )),
                 limits: self.limits,
             }),
         })

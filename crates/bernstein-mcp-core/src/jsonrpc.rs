@@ -156,13 +156,6 @@ pub enum Incoming {
     },
 }
 
-/// Parses one framed message. `Err` carries the ready-to-send parse-error response.
-///
-/// This only parses; [`read`] also refuses repeated keys and classifies.
-pub fn parse(text: &str) -> Result<JsonValue, JsonValue> {
-    serde_json::from_str(text).map_err(|err| error_response(None, &parse_error(&err.to_string())))
-}
-
 /// Reads one framed message given as bytes: UTF-8 is checked first (invalid bytes are a parse
 /// error, never replaced), then as [`read`].
 pub fn read_bytes(bytes: &[u8]) -> Incoming {
@@ -537,9 +530,13 @@ mod tests {
 
     #[test]
     fn parse_errors_answer_with_a_null_id() {
-        let err = parse("{not json").unwrap_err();
-        assert_eq!(err["id"], JsonValue::Null);
-        assert_eq!(err["error"]["code"], PARSE_ERROR);
-        assert_eq!(err["error"]["message"], "Parse error");
+        match read("{not json") {
+            Incoming::Invalid { id: None, error } => {
+                assert_eq!(error.code, PARSE_ERROR);
+                assert_eq!(error.message, "Parse error");
+                assert!(error.data.is_some());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
