@@ -30,6 +30,7 @@ use bernstein_tools::{
 };
 use rmcp::model::{ProtocolVersion, RequestMetaObject, TASKS_EXTENSION_ID};
 use serde_json::{Map, Value as JsonValue, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::anchor::{Anchor, AnchoredCall};
 use crate::card::{AuthPosture, CardInputs, ServerIdentity, TransportInfo, capability_card_text};
@@ -37,11 +38,12 @@ use crate::error::{Error, Result};
 use crate::ids::request_span_id;
 use crate::instructions::instructions;
 use crate::jsonrpc::{
-    self, Incoming, MISSING_REQUIRED_CLIENT_CAPABILITY, RESOURCE_NOT_FOUND, RequestId, RpcError,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    self, INVALID_REQUEST, Incoming, MISSING_REQUIRED_CLIENT_CAPABILITY, RESOURCE_NOT_FOUND,
+    RequestId, RpcError, UNSUPPORTED_PROTOCOL_VERSION,
 };
+use crate::limits::Limits;
 use crate::prompts;
-use crate::scope::{CallScope, InFlightCall, NotificationSink};
+use crate::scope::{CallScope, InFlightCall, NotificationSink, Refusal};
 use crate::tasks::{self, TASK_LIST_PAGE, TaskView};
 
 /// The URI of the capability card resource.
@@ -89,6 +91,7 @@ pub struct DispatcherBuilder {
     identity: ServerIdentity,
     auth: AuthPosture,
     transports: Vec<TransportInfo>,
+    limits: Limits,
 }
 
 impl DispatcherBuilder {
@@ -110,6 +113,7 @@ impl DispatcherBuilder {
                 command: "bernstein-mcp".to_owned(),
                 default: true,
             }],
+            limits: Limits::default(),
         }
     }
 
@@ -174,6 +178,13 @@ impl DispatcherBuilder {
     #[must_use]
     pub fn transports(mut self, transports: Vec<TransportInfo>) -> DispatcherBuilder {
         self.transports = transports;
+        self
+    }
+
+    /// The resource limits (params size, requests in flight, timeouts, transport queues).
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> DispatcherBuilder {
+        self.limits = limits;
         self
     }
 
@@ -242,6 +253,10 @@ impl DispatcherBuilder {
                 tier_tools,
                 registered,
                 instructions,
+                slots: Arc::new(Semaphore::new(
+                    self.limits.max_in_flight.min(Semaphore::MAX_PERMITS),
+                )),
+                limits: self.limits,
             }),
         })
     }
@@ -299,6 +314,9 @@ struct Shared {
     tier_tools: Vec<(String, Vec<String>)>,
     registered: BTreeSet<String>,
     instructions: String,
+    limits: Limits,
+    /// One permit per request in flight, over every stream ([`Limits::max_in_flight`]).
+    slots: Arc<Semaphore>,
 }
 
 /// Which lifecycle a request is served under.
@@ -319,13 +337,14 @@ enum Era {
 struct Request<'a> {
     id: RequestId,
     method: &'a str,
-    params: Option<JsonValue>,
+    /// Shared, so anchoring on the blocking pool can read the params without a copy.
+    params: Option<Arc<JsonValue>>,
     era: Era,
 }
 
 impl Request<'_> {
     fn param(&self, key: &str) -> Option<&JsonValue> {
-        self.params.as_ref().and_then(|p| p.get(key))
+        self.params.as_deref().and_then(|p| p.get(key))
     }
 
     fn is_stateless(&self) -> bool {
@@ -357,6 +376,11 @@ impl Dispatcher {
         &self.shared.instructions
     }
 
+    /// The resource limits transports and the dispatcher apply.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
     /// The names of the tools `tools/list` advertises.
     pub fn tool_names(&self) -> impl Iterator<Item = &str> {
         self.shared.registered.iter().map(String::as_str)
@@ -383,33 +407,61 @@ impl Dispatcher {
         self.accept(message, scope).respond(notify).await
     }
 
-    /// The synchronous first half of [`Dispatcher::handle_text`]: parses and accepts a framed
-    /// message. See [`Dispatcher::accept`].
+    /// The synchronous first half of [`Dispatcher::handle_text`]: reads and accepts a framed
+    /// message (see [`jsonrpc::read`] for what is refused before dispatch, and
+    /// [`Dispatcher::accept`] for the rest).
     pub fn accept_text(&self, text: &str, scope: &CallScope) -> Accepted {
-        match jsonrpc::parse(text) {
-            Ok(message) => self.accept(message, scope),
-            Err(parse_error) => Accepted {
-                dispatcher: self.clone(),
-                scope: scope.clone(),
-                work: Work::Ready(Some(parse_error)),
-            },
-        }
+        self.accept_incoming(jsonrpc::read(text), Some(text.len()), scope)
+    }
+
+    /// [`Dispatcher::accept_text`] for a message given as bytes: bytes that are not UTF-8 are
+    /// answered with a parse error, never decoded lossily.
+    pub fn accept_bytes(&self, bytes: &[u8], scope: &CallScope) -> Accepted {
+        self.accept_incoming(jsonrpc::read_bytes(bytes), Some(bytes.len()), scope)
     }
 
     /// The synchronous first half of [`Dispatcher::handle`]: classifies the message, acts on
-    /// notifications at once (a `notifications/cancelled` reaches its call here), and registers
-    /// a `tools/call` in `scope` so that a cancel arriving after this returns always finds it.
+    /// notifications at once (a `notifications/cancelled` reaches its call here), and admits a
+    /// request to `scope` so that a cancel arriving after this returns always finds it.
     /// A transport that reads messages in order calls this in its read loop and awaits
     /// [`Accepted::respond`] concurrently.
+    ///
+    /// A request is refused here, answered without running, when its `params` exceed
+    /// [`Limits::max_params_bytes`] (-32602), when its id is already in flight on `scope`
+    /// (-32600, the running call untouched), or when the stream or the process already has as
+    /// many requests in flight as the limits allow (-32603 "server busy").
+    ///
+    /// A parsed value cannot show repeated keys any more; transports accept text or bytes.
     pub fn accept(&self, message: JsonValue, scope: &CallScope) -> Accepted {
-        let work = match jsonrpc::classify(message) {
+        self.accept_incoming(jsonrpc::classify(message), None, scope)
+    }
+
+    /// Accepts a classified message. `text_len` is the size of the framed message, when known:
+    /// a message no longer than the params limit needs no measuring.
+    fn accept_incoming(
+        &self,
+        incoming: Incoming,
+        text_len: Option<usize>,
+        scope: &CallScope,
+    ) -> Accepted {
+        let limits = &self.shared.limits;
+        let work = match incoming {
             Incoming::Request { id, method, params } => {
-                let in_flight = (method == "tools/call").then(|| scope.register(id.clone()));
-                Work::Request {
-                    id,
-                    method,
-                    params,
-                    in_flight,
+                let oversized = params.as_ref().and_then(|params| {
+                    let measure = text_len.is_none_or(|len| len > limits.max_params_bytes);
+                    measure
+                        .then(|| compact_len_over(params, limits.max_params_bytes))
+                        .flatten()
+                });
+                if let Some(size) = oversized {
+                    let error = RpcError::invalid_params(format!(
+                        "params exceed {} bytes (got at least {size})",
+                        limits.max_params_bytes
+                    ))
+                    .with_data(json!({"maxParamsBytes": limits.max_params_bytes}));
+                    Work::Ready(Some(jsonrpc::error_response(Some(&id), &error)))
+                } else {
+                    self.admit(id, method, params, scope)
                 }
             }
             Incoming::Notification { method, params } => {
@@ -428,12 +480,50 @@ impl Dispatcher {
         }
     }
 
+    /// Admits a request to its stream and to the process, or answers why not.
+    fn admit(
+        &self,
+        id: RequestId,
+        method: String,
+        params: Option<JsonValue>,
+        scope: &CallScope,
+    ) -> Work {
+        let limits = &self.shared.limits;
+        let busy = |what: &str| {
+            let error = RpcError::internal(format!(
+                "server busy: {what} already has the most requests in flight allowed; retry after one settles"
+            ));
+            Work::Ready(Some(jsonrpc::error_response(Some(&id), &error)))
+        };
+        let in_flight = match scope.admit(id.clone(), limits.max_in_flight_per_stream) {
+            Ok(in_flight) => in_flight,
+            Err(Refusal::DuplicateId) => {
+                let error = RpcError::new(
+                    INVALID_REQUEST,
+                    format!("Invalid Request: a request with id {id} is already in flight"),
+                );
+                return Work::Ready(Some(jsonrpc::error_response(Some(&id), &error)));
+            }
+            Err(Refusal::Busy) => return busy("this stream"),
+        };
+        let Ok(slot) = Arc::clone(&self.shared.slots).try_acquire_owned() else {
+            return busy("the server");
+        };
+        Work::Request {
+            id,
+            method,
+            params,
+            in_flight,
+            slot,
+        }
+    }
+
     async fn respond_request(
         &self,
         id: RequestId,
         method: String,
         params: Option<JsonValue>,
-        in_flight: Option<InFlightCall>,
+        in_flight: InFlightCall,
         notify: Arc<dyn NotificationSink>,
     ) -> JsonValue {
         let answer = match request_era(&method, params.as_ref()) {
@@ -441,7 +531,7 @@ impl Dispatcher {
                 let request = Request {
                     id: id.clone(),
                     method: &method,
-                    params,
+                    params: params.map(Arc::new),
                     era,
                 };
                 self.answer(&request, in_flight, notify)
@@ -475,7 +565,7 @@ impl Dispatcher {
     async fn answer(
         &self,
         request: &Request<'_>,
-        in_flight: Option<InFlightCall>,
+        in_flight: InFlightCall,
         notify: Arc<dyn NotificationSink>,
     ) -> Answer {
         match request.method {
@@ -483,10 +573,7 @@ impl Dispatcher {
             "server/discover" => Ok(self.discover()),
             "ping" if !request.is_stateless() => Ok(json!({})),
             "tools/list" => Ok(self.list_tools()),
-            "tools/call" => match in_flight {
-                Some(in_flight) => self.call_tool(request, in_flight, notify).await,
-                None => Err(RpcError::internal("tools/call was not registered")),
-            },
+            "tools/call" => self.call_tool(request, in_flight, notify).await,
             "prompts/list" => Ok(json!({"prompts": prompts::list()})),
             "prompts/get" => self.get_prompt(request),
             "resources/list" => Ok(self.list_resources()),
@@ -669,9 +756,7 @@ impl Dispatcher {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos());
                 let log = LineageLog::for_project(&self.shared.workdir);
-                let body = log
-                    .stats_resource_body(now_ns)
-                    .map_err(|err| RpcError::internal(err.to_string()))?;
+                let body = on_blocking_pool(move || log.stats_resource_body(now_ns)).await?;
                 return Ok(
                     json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": body}]}),
                 );
@@ -681,11 +766,9 @@ impl Dispatcher {
                     && artefact.len() > LINEAGE_ARTEFACT_PREFIX.len()
                     && artefact.starts_with(LINEAGE_ARTEFACT_PREFIX) =>
             {
-                let path = &artefact[LINEAGE_ARTEFACT_PREFIX.len()..];
+                let path = artefact[LINEAGE_ARTEFACT_PREFIX.len()..].to_owned();
                 let log = LineageLog::for_project(&self.shared.workdir);
-                let body = log
-                    .artefact_resource_body(path)
-                    .map_err(|err| RpcError::internal(err.to_string()))?;
+                let body = on_blocking_pool(move || log.artefact_resource_body(&path)).await?;
                 return Ok(
                     json!({"contents": [{"uri": uri, "mimeType": "application/x-ndjson", "text": body}]}),
                 );
@@ -824,10 +907,16 @@ impl Dispatcher {
         let Some(anchor) = &self.shared.anchor else {
             return Ok(None);
         };
-        match anchor
-            .anchor_blocking(request.method.to_owned(), request.params.clone())
-            .await
-        {
+        let anchor = Arc::clone(anchor);
+        let method = request.method.to_owned();
+        // The params are shared with the blocking task, not copied: they may be large.
+        let params = request.params.clone();
+        let anchored =
+            tokio::task::spawn_blocking(move || anchor.anchor(&method, params.as_deref()))
+                .await
+                .map_err(|err| Error::AnchorTask(err.to_string()))
+                .and_then(|anchored| anchored);
+        match anchored {
             Ok(call) => Ok(Some(call)),
             Err(err @ Error::CallIndexClaim { .. }) => {
                 Err(RpcError::invalid_params(err.to_string()))
@@ -841,13 +930,30 @@ impl Dispatcher {
         }
     }
 
+    /// The hard timeout of a request: the configured one, or a tool's declared timeout plus
+    /// grace when that is longer.
+    fn hard_timeout(&self, method: &str, params: Option<&JsonValue>) -> std::time::Duration {
+        let declared = (method == "tools/call")
+            .then(|| params?.get("name")?.as_str())
+            .flatten()
+            .and_then(|name| {
+                self.shared
+                    .catalogue
+                    .tools()
+                    .iter()
+                    .find(|spec| spec.name == name)?
+                    .timeout_seconds
+            });
+        self.shared.limits.timeout_for(declared)
+    }
+
     /// The content-derived span id of a request that is not anchored.
     fn span_of(request: &Request<'_>) -> String {
         request_span_id(&json!({
             "jsonrpc": "2.0",
             "id": request.id.to_json(),
             "method": request.method,
-            "params": request.params,
+            "params": request.params.as_deref(),
         }))
     }
 
@@ -905,6 +1011,12 @@ impl Dispatcher {
             })?,
             Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
         };
+        // A forged cursor may name any offset; the next page's must not wrap.
+        let next = offset.checked_add(TASK_LIST_PAGE).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "Invalid pagination cursor: offset {offset} is out of range"
+            ))
+        })?;
         let ids = tasks::all_task_ids(&self.shared.backend).await?;
         let mut rows = Vec::new();
         for task_id in ids.iter().skip(offset).take(TASK_LIST_PAGE) {
@@ -916,11 +1028,8 @@ impl Dispatcher {
         }
         let mut result = Map::new();
         result.insert("tasks".to_owned(), JsonValue::Array(rows));
-        if offset + TASK_LIST_PAGE < ids.len() {
-            result.insert(
-                "nextCursor".to_owned(),
-                json!(tasks::encode_cursor(offset + TASK_LIST_PAGE)),
-            );
+        if next < ids.len() {
+            result.insert("nextCursor".to_owned(), json!(tasks::encode_cursor(next)));
         }
         Ok(JsonValue::Object(result))
     }
@@ -968,12 +1077,13 @@ pub struct Accepted {
 enum Work {
     /// The answer is already known (a notification, an invalid message).
     Ready(Option<JsonValue>),
-    /// A request to dispatch.
+    /// A request to dispatch, admitted to its stream and holding a process-wide slot.
     Request {
         id: RequestId,
         method: String,
         params: Option<JsonValue>,
-        in_flight: Option<InFlightCall>,
+        in_flight: InFlightCall,
+        slot: OwnedSemaphorePermit,
     },
 }
 
@@ -988,22 +1098,60 @@ impl Accepted {
         &self.scope
     }
 
+    /// Whether the answer is already known, so responding runs nothing (a notification, a
+    /// refused or invalid message). A transport may answer these inline in its read loop.
+    pub fn is_ready(&self) -> bool {
+        matches!(self.work, Work::Ready(_))
+    }
+
     /// Dispatches the message; progress notifications go to `notify`. `None` when nothing is
     /// to be sent.
+    ///
+    /// The request runs as its own task, which is the call boundary: a panic in a handler is
+    /// answered -32603 with the request's id, and a request still running after its hard
+    /// timeout ([`Limits::timeout_for`]) is stopped and answered -32603. Either way the client
+    /// gets an answer and the call leaves its stream.
     pub async fn respond(self, notify: Arc<dyn NotificationSink>) -> Option<JsonValue> {
-        match self.work {
-            Work::Ready(answer) => answer,
+        let (id, method, params, in_flight, slot) = match self.work {
+            Work::Ready(answer) => return answer,
             Work::Request {
                 id,
                 method,
                 params,
                 in_flight,
-            } => Some(
-                self.dispatcher
-                    .respond_request(id, method, params, in_flight, notify)
-                    .await,
-            ),
-        }
+                slot,
+            } => (id, method, params, in_flight, slot),
+        };
+        let dispatcher = self.dispatcher;
+        let limit = dispatcher.hard_timeout(&method, params.as_ref());
+        let call_id = id.clone();
+        let mut task = tokio::spawn(async move {
+            let response = dispatcher
+                .respond_request(call_id, method, params, in_flight, notify)
+                .await;
+            drop(slot);
+            response
+        });
+        // Whoever stops waiting for the answer (the timeout below, or a transport dropping this
+        // future) stops the work too, so it releases its stream entry and slot.
+        let _stop_on_drop = AbortOnDrop(task.abort_handle());
+        let error = match tokio::time::timeout(limit, &mut task).await {
+            Ok(Ok(response)) => return Some(response),
+            Ok(Err(err)) if err.is_panic() => {
+                tracing::error!(request_id = %id, "a request handler panicked: {err}");
+                RpcError::internal("Internal error: the request handler failed unexpectedly")
+            }
+            Ok(Err(err)) => {
+                tracing::error!(request_id = %id, "a request handler did not complete: {err}");
+                RpcError::internal("Internal error: the request handler did not complete")
+            }
+            Err(_) => {
+                tracing::warn!(request_id = %id, "request timed out after {limit:?}");
+                RpcError::internal(format!("request timed out after {} s", limit.as_secs_f64()))
+                    .with_data(json!({"timeoutSeconds": limit.as_secs_f64()}))
+            }
+        };
+        Some(jsonrpc::error_response(Some(&id), &error))
     }
 
     /// [`Accepted::respond`], serialised.
@@ -1011,6 +1159,59 @@ impl Accepted {
         let response = self.respond(notify).await?;
         // Serialising a `serde_json::Value` cannot fail: its keys are strings.
         serde_json::to_string(&response).ok()
+    }
+}
+
+/// Aborts a spawned request when dropped (a no-op once it finished). Work stuck inside a
+/// blocking call stops at its next await.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs blocking file work on the blocking pool, so a slow or never-ending read (a FIFO where a
+/// file should be) holds one pool thread and its own request, never an async worker.
+async fn on_blocking_pool<T, F>(work: F) -> std::result::Result<T, RpcError>
+where
+    F: FnOnce() -> bernstein_journal::Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(RpcError::internal(err.to_string())),
+        Err(err) => Err(RpcError::internal(format!(
+            "the read did not complete: {err}"
+        ))),
+    }
+}
+
+/// The size of `value`'s compact JSON form when it exceeds `limit`, counting no further than
+/// the first byte past it; `None` when it fits.
+fn compact_len_over(value: &JsonValue, limit: usize) -> Option<usize> {
+    /// Counts bytes and stops the serialiser once past the limit.
+    struct Counter {
+        count: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.count = self.count.saturating_add(buf.len());
+            if self.count > self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { count: 0, limit };
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => None,
+        Err(_) => Some(counter.count),
     }
 }
 

@@ -5,8 +5,17 @@
 //! (-32700, `id: null`); JSON that is not a single request object is an invalid request
 //! (-32600). Batches were removed from MCP and are refused as invalid requests. Neither stops
 //! the server.
+//!
+//! A message is read exactly as sent or refused, never repaired: bytes that are not UTF-8 are a
+//! parse error (RFC 8259 requires UTF-8; a lossy decode would sign U+FFFD into the evidence),
+//! and an object that names one key twice anywhere in the message is refused (-32600, or
+//! -32602 inside a tool's `arguments`), because parsers disagree about which copy wins and a
+//! gateway that reads the first key would see a different request than this server.
+
+use std::collections::HashSet;
 
 use rmcp::model::ErrorCode;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value as JsonValue, json};
 
 /// JSON-RPC parse error.
@@ -147,15 +156,179 @@ pub enum Incoming {
     },
 }
 
-/// Parses one framed message. `Err` carries the ready-to-send parse-error response.
-pub fn parse(text: &str) -> Result<JsonValue, JsonValue> {
-    serde_json::from_str(text).map_err(|err| {
-        error_response(
-            None,
-            &RpcError::new(PARSE_ERROR, "Parse error")
-                .with_data(json!({"detail": err.to_string()})),
+/// Reads one framed message given as bytes: UTF-8 is checked first (invalid bytes are a parse
+/// error, never replaced), then as [`read`].
+pub fn read_bytes(bytes: &[u8]) -> Incoming {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => read(text),
+        Err(err) => Incoming::Invalid {
+            id: None,
+            error: parse_error(&format!(
+                "message is not valid UTF-8 (invalid byte at offset {})",
+                err.valid_up_to()
+            )),
+        },
+    }
+}
+
+/// Reads one framed message: parses it, refuses an object with a repeated key anywhere in it,
+/// and classifies it.
+///
+/// A repeated top-level `id` leaves the message without a trustworthy id, so it is answered
+/// with `id: null`; any other repeated key is answered with the message's id. A repeated key
+/// inside `params.arguments` of a `tools/call` is invalid params (-32602), anywhere else an
+/// invalid request (-32600).
+pub fn read(text: &str) -> Incoming {
+    let message: JsonValue = match serde_json::from_str(text) {
+        Ok(message) => message,
+        Err(err) => {
+            return Incoming::Invalid {
+                id: None,
+                error: parse_error(&err.to_string()),
+            };
+        }
+    };
+    let Some(path) = repeated_key(text) else {
+        return classify(message);
+    };
+    let id = match path.as_slice() {
+        [only] if only == "id" => None,
+        _ => message.get("id").and_then(RequestId::from_json),
+    };
+    let in_arguments = message.get("method").and_then(JsonValue::as_str) == Some("tools/call")
+        && path.len() > 2
+        && path[0] == "params"
+        && path[1] == "arguments";
+    let error = if in_arguments {
+        RpcError::invalid_params(format!(
+            "Invalid params: duplicate key {:?} in the tool arguments at {}",
+            path[path.len() - 1],
+            render_path(&path[2..path.len() - 1], "arguments"),
+        ))
+    } else {
+        RpcError::new(
+            INVALID_REQUEST,
+            format!(
+                "Invalid Request: duplicate key {:?} at {}",
+                path[path.len() - 1],
+                render_path(&path[..path.len() - 1], "the top level"),
+            ),
         )
-    })
+    };
+    if matches!(classify(message), Incoming::Response) {
+        // A client's response to us (we send no requests) is ignored, repeated keys or not.
+        return Incoming::Response;
+    }
+    Incoming::Invalid { id, error }
+}
+
+fn parse_error(detail: &str) -> RpcError {
+    RpcError::new(PARSE_ERROR, "Parse error").with_data(json!({"detail": detail}))
+}
+
+fn render_path(path: &[String], root: &str) -> String {
+    if path.is_empty() {
+        root.to_owned()
+    } else {
+        path.join(".")
+    }
+}
+
+/// The path (object keys and array indices) of the first key that an object of `text` repeats,
+/// ending with that key. `text` must already be known to parse.
+fn repeated_key(text: &str) -> Option<Vec<String>> {
+    let mut found = None;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let check = UniqueKeys {
+        path: &mut Vec::new(),
+        found: &mut found,
+    };
+    // The text parses, so the only error this pass can raise is the repeated key it records.
+    let _ = check.deserialize(&mut deserializer);
+    found
+}
+
+/// A validating pass over a JSON document that stops at the first object key seen twice in one
+/// object. serde_json's own `Value` keeps the last copy silently, so this runs beside it.
+struct UniqueKeys<'a> {
+    path: &'a mut Vec<String>,
+    found: &'a mut Option<Vec<String>>,
+}
+
+impl UniqueKeys<'_> {
+    fn nested(&mut self) -> UniqueKeys<'_> {
+        UniqueKeys {
+            path: self.path,
+            found: self.found,
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for UniqueKeys<'_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for UniqueKeys<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0usize;
+        loop {
+            self.path.push(index.to_string());
+            let more = seq.next_element_seed(self.nested())?.is_some();
+            self.path.pop();
+            if !more {
+                return Ok(());
+            }
+            index += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            self.path.push(key.clone());
+            if !seen.insert(key) {
+                *self.found = Some(self.path.clone());
+                return Err(de::Error::custom("repeated object key"));
+            }
+            map.next_value_seed(self.nested())?;
+            self.path.pop();
+        }
+        Ok(())
+    }
 }
 
 /// Classifies a parsed message.
@@ -289,10 +462,81 @@ mod tests {
     }
 
     #[test]
+    fn repeated_keys_are_found_at_any_depth_and_answered_by_place() {
+        let refusal = |text: &str| match read(text) {
+            Incoming::Invalid { id, error } => format!(
+                "{} {} {}",
+                id.map_or("-".to_owned(), |i| i.to_string()),
+                error.code,
+                error.message
+            ),
+            other => format!("accepted: {other:?}"),
+        };
+        assert_eq!(
+            repeated_key(r#"{"a":1,"b":{"c":[{"d":1,"d":2}]}}"#).unwrap(),
+            ["b", "c", "0", "d"]
+        );
+        // Keys are compared after unescaping.
+        assert_eq!(repeated_key(r#"{"a":1,"\u0061":2}"#).unwrap(), ["a"]);
+        assert_eq!(
+            repeated_key(r#"{"a":{"x":1},"b":{"x":1},"c":[{"x":1},{"x":1}]}"#),
+            None
+        );
+        assert_eq!(
+            refusal(r#"{"jsonrpc":"2.0","id":10,"method":"ping","id":11}"#),
+            r#"- -32600 Invalid Request: duplicate key "id" at the top level"#
+        );
+        assert_eq!(
+            refusal(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#
+            ),
+            r#"1 -32600 Invalid Request: duplicate key "name" at params"#
+        );
+        assert_eq!(
+            refusal(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":1,"x":2}}}"#
+            ),
+            r#"1 -32602 Invalid params: duplicate key "x" in the tool arguments at arguments"#
+        );
+        assert_eq!(
+            refusal(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}"#
+            ),
+            r#"- -32600 Invalid Request: duplicate key "requestId" at params"#
+        );
+        assert!(matches!(
+            read(r#"{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}"#),
+            Incoming::Response
+        ));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_a_parse_error() {
+        match read_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}") {
+            Incoming::Invalid { id: None, error } => {
+                assert_eq!(error.code, PARSE_ERROR);
+                assert_eq!(
+                    error.data.unwrap()["detail"],
+                    "message is not valid UTF-8 (invalid byte at offset 23)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_bytes(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Incoming::Request { .. }
+        ));
+    }
+
+    #[test]
     fn parse_errors_answer_with_a_null_id() {
-        let err = parse("{not json").unwrap_err();
-        assert_eq!(err["id"], JsonValue::Null);
-        assert_eq!(err["error"]["code"], PARSE_ERROR);
-        assert_eq!(err["error"]["message"], "Parse error");
+        match read("{not json") {
+            Incoming::Invalid { id: None, error } => {
+                assert_eq!(error.code, PARSE_ERROR);
+                assert_eq!(error.message, "Parse error");
+                assert!(error.data.is_some());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

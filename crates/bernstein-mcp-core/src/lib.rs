@@ -33,6 +33,7 @@ mod error;
 pub mod ids;
 pub mod instructions;
 pub mod jsonrpc;
+mod limits;
 pub mod prompts;
 mod scope;
 mod tasks;
@@ -46,5 +47,6 @@ pub use dispatcher::{
     LINEAGE_ARTEFACT_PREFIX, LINEAGE_STATS_URI, SKILL_INDEX_URI,
 };
 pub use error::{Error, Result};
+pub use limits::{DECLARED_TIMEOUT_GRACE, Limits};
 pub use scope::{CallScope, DiscardNotifications, NotificationSink};
 pub use tasks::{TASK_LIST_PAGE, TASK_POLL_INTERVAL_MS, TASK_TTL_MS};

@@ -3,9 +3,10 @@
 //!
 //! Request ids are only unique within one stream (two stdio clients may both send id 1), so
 //! each stream gets its own [`CallScope`]. The scope holds nothing a response depends on: it
-//! only lets a later cancel notification find the cancellation token of a running call. A call
-//! leaves the scope when it settles, so cancelling an unknown or settled id finds nothing and
-//! does nothing.
+//! lets a later cancel notification find the cancellation token of a running call, refuses a
+//! request whose id is already in flight on the stream, and counts the stream's requests
+//! against its cap. A request leaves the scope when it settles, so cancelling an unknown or
+//! settled id finds nothing and does nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,18 +42,19 @@ impl NotificationSink for DiscardNotifications {
     fn send(&self, _notification: JsonValue) {}
 }
 
-/// The cancellable calls of one transport stream.
+/// The requests in flight on one transport stream.
 #[derive(Debug, Clone, Default)]
 pub struct CallScope {
-    in_flight: Arc<Mutex<InFlightMap>>,
+    in_flight: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
 }
 
-/// Request id to (registration serial, token). The serial tells a call's own entry apart from a
-/// later request that reused its id.
-#[derive(Debug, Default)]
-struct InFlightMap {
-    next_serial: u64,
-    calls: HashMap<RequestId, (u64, CancellationToken)>,
+/// Why a request was not admitted to its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// A request with the same id is still in flight on the stream.
+    DuplicateId,
+    /// The stream already has as many requests in flight as it may.
+    Busy,
 }
 
 impl CallScope {
@@ -64,8 +66,8 @@ impl CallScope {
     /// Cancels the in-flight call with `id`. Returns whether one was found; an unknown or
     /// settled id is a no-op.
     pub fn cancel(&self, id: &RequestId) -> bool {
-        match self.lock().calls.get(id) {
-            Some((_, token)) => {
+        match self.lock().get(id) {
+            Some(token) => {
                 token.cancel();
                 true
             }
@@ -76,46 +78,54 @@ impl CallScope {
     /// Cancels every in-flight call (a transport closing its input). Returns how many.
     pub fn cancel_all(&self) -> usize {
         let map = self.lock();
-        for (_, token) in map.calls.values() {
+        for token in map.values() {
             token.cancel();
         }
-        map.calls.len()
+        map.len()
     }
 
-    /// How many calls are in flight.
+    /// How many requests are in flight.
     pub fn in_flight(&self) -> usize {
-        self.lock().calls.len()
+        self.lock().len()
     }
 
-    /// Registers a call; it leaves the scope when the returned guard drops.
-    pub(crate) fn register(&self, id: RequestId) -> InFlightCall {
-        let token = CancellationToken::new();
+    /// Admits a request with `id` if no request with that id is in flight and the stream holds
+    /// fewer than `max_in_flight` requests; it leaves the scope when the returned guard drops.
+    ///
+    /// A reused id is refused rather than replacing the running call: otherwise a later cancel
+    /// would stop the wrong call, and two answers would carry one id.
+    pub(crate) fn admit(
+        &self,
+        id: RequestId,
+        max_in_flight: usize,
+    ) -> Result<InFlightCall, Refusal> {
         let mut map = self.lock();
-        let serial = map.next_serial;
-        map.next_serial += 1;
-        // A client that reuses the id of a running call replaces the entry: the later request
-        // is the one a later cancel most plausibly names.
-        map.calls.insert(id.clone(), (serial, token.clone()));
-        InFlightCall {
+        if map.contains_key(&id) {
+            return Err(Refusal::DuplicateId);
+        }
+        if map.len() >= max_in_flight {
+            return Err(Refusal::Busy);
+        }
+        let token = CancellationToken::new();
+        map.insert(id.clone(), token.clone());
+        Ok(InFlightCall {
             scope: self.clone(),
             id,
-            serial,
             token,
-        }
+        })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, InFlightMap> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
         // The map holds plain tokens; a panic while it was locked cannot leave it inconsistent.
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-/// A registered call; removes itself from the scope when dropped.
+/// An admitted request; removes itself from the scope when dropped.
 #[derive(Debug)]
 pub(crate) struct InFlightCall {
     scope: CallScope,
     id: RequestId,
-    serial: u64,
     token: CancellationToken,
 }
 
@@ -128,15 +138,9 @@ impl InFlightCall {
 
 impl Drop for InFlightCall {
     fn drop(&mut self) {
-        let mut map = self.scope.lock();
-        // Only remove our own entry, not a later request's that reused the id.
-        if map
-            .calls
-            .get(&self.id)
-            .is_some_and(|(serial, _)| *serial == self.serial)
-        {
-            map.calls.remove(&self.id);
-        }
+        // Admission refuses a second request with this id while this one is registered, so
+        // the entry under our id is ours.
+        self.scope.lock().remove(&self.id);
     }
 }
 
@@ -145,20 +149,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cancel_reaches_registered_calls_only() {
+    fn cancel_reaches_admitted_calls_only() {
         let scope = CallScope::new();
         let id = RequestId::Number(7);
         assert!(!scope.cancel(&id), "unknown id is a no-op");
-        let call = scope.register(id.clone());
+        let call = scope.admit(id.clone(), 8).unwrap();
         let token = call.token();
         assert_eq!(scope.in_flight(), 1);
         assert!(scope.cancel(&id));
         assert!(token.is_cancelled());
-        let reused = scope.register(id.clone());
         drop(call);
-        assert_eq!(scope.in_flight(), 1, "the reusing request keeps its entry");
-        drop(reused);
         assert_eq!(scope.in_flight(), 0);
         assert!(!scope.cancel(&id), "settled id is a no-op");
+    }
+
+    #[test]
+    fn a_reused_id_is_refused_and_leaves_the_first_call_alone() {
+        let scope = CallScope::new();
+        let id = RequestId::String("a".to_owned());
+        let first = scope.admit(id.clone(), 8).unwrap();
+        assert_eq!(
+            scope.admit(id.clone(), 8).unwrap_err(),
+            Refusal::DuplicateId
+        );
+        assert_eq!(scope.in_flight(), 1);
+        assert!(scope.cancel(&id));
+        assert!(first.token().is_cancelled());
+        drop(first);
+        assert!(scope.admit(id, 8).is_ok(), "a settled id may be reused");
+    }
+
+    #[test]
+    fn a_full_stream_is_busy_until_a_call_settles() {
+        let scope = CallScope::new();
+        let one = scope.admit(RequestId::Number(1), 2).unwrap();
+        let _two = scope.admit(RequestId::Number(2), 2).unwrap();
+        assert_eq!(
+            scope.admit(RequestId::Number(3), 2).unwrap_err(),
+            Refusal::Busy
+        );
+        drop(one);
+        assert!(scope.admit(RequestId::Number(3), 2).is_ok());
     }
 }

@@ -2,29 +2,44 @@
 //! reaching a running call, a malformed line, and a clean end at EOF.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bernstein_journal::key::AuditKey;
-use bernstein_mcp_core::Dispatcher;
+use bernstein_mcp_core::{Dispatcher, DispatcherBuilder};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-struct Session {
-    to_server: Option<tokio::io::DuplexStream>,
-    from_server: tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
+pub(crate) struct Session {
+    pub(crate) to_server: Option<tokio::io::DuplexStream>,
+    pub(crate) from_server: tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+    pub(crate) server: tokio::task::JoinHandle<std::io::Result<()>>,
     /// Messages read while waiting for another id.
-    pending: Vec<Value>,
-    _dir: tempfile::TempDir,
+    pub(crate) pending: Vec<Value>,
+    pub(crate) dir: Arc<tempfile::TempDir>,
+}
+
+/// The test audit key.
+pub(crate) fn key() -> AuditKey {
+    AuditKey::from_master_bytes(b"0123456789abcdef".repeat(4))
 }
 
 impl Session {
-    fn start() -> Session {
+    pub(crate) fn start() -> Session {
+        Session::start_with(|builder| builder)
+    }
+
+    /// A session over a dispatcher the caller configures, in a fresh project.
+    pub(crate) fn start_with(
+        configure: impl FnOnce(DispatcherBuilder) -> DispatcherBuilder,
+    ) -> Session {
         let dir = tempfile::tempdir().unwrap();
-        let key = AuditKey::from_master_bytes(b"0123456789abcdef".repeat(4));
-        let dispatcher = Dispatcher::builder(dir.path())
-            .audit_key(key)
-            .build()
-            .unwrap();
+        let builder = Dispatcher::builder(dir.path()).audit_key(key());
+        let dispatcher = configure(builder).build().unwrap();
+        Session::on(dispatcher, Arc::new(dir))
+    }
+
+    /// Another stream served by `dispatcher` (which serves the project at `dir`).
+    pub(crate) fn on(dispatcher: Dispatcher, dir: Arc<tempfile::TempDir>) -> Session {
         let (client_in, server_out) = tokio::io::duplex(1 << 16);
         let (server_in, client_out) = tokio::io::duplex(1 << 16);
         let server = tokio::spawn(bernstein_stdio::serve(dispatcher, server_in, server_out));
@@ -33,24 +48,31 @@ impl Session {
             from_server: BufReader::new(client_in).lines(),
             server,
             pending: Vec::new(),
-            _dir: dir,
+            dir,
         }
     }
 
-    async fn send_line(&mut self, line: &str) {
+    /// Sends raw bytes followed by a newline.
+    pub(crate) async fn send_bytes(&mut self, bytes: &[u8]) {
+        let input = self.to_server.as_mut().expect("input already closed");
+        input.write_all(bytes).await.unwrap();
+        input.write_all(b"\n").await.unwrap();
+    }
+
+    pub(crate) async fn send_line(&mut self, line: &str) {
         let input = self.to_server.as_mut().expect("input already closed");
         input.write_all(line.as_bytes()).await.unwrap();
         input.write_all(b"\n").await.unwrap();
     }
 
     /// Ends the server's input (EOF).
-    async fn close_input(&mut self) {
+    pub(crate) async fn close_input(&mut self) {
         if let Some(mut input) = self.to_server.take() {
             input.shutdown().await.unwrap();
         }
     }
 
-    async fn next_message(&mut self) -> Value {
+    pub(crate) async fn next_message(&mut self) -> Value {
         let line = self
             .from_server
             .next_line()
@@ -62,7 +84,7 @@ impl Session {
     }
 
     /// Reads until the response with `id` arrives; other messages are kept.
-    async fn response(&mut self, id: Value) -> Value {
+    pub(crate) async fn response(&mut self, id: Value) -> Value {
         if let Some(at) = self
             .pending
             .iter()
@@ -70,16 +92,22 @@ impl Session {
         {
             return self.pending.remove(at);
         }
-        loop {
-            let message = self.next_message().await;
-            if message.get("id") == Some(&id) && message.get("method").is_none() {
-                return message;
+        let wait = async {
+            loop {
+                let message = self.next_message().await;
+                if message.get("id") == Some(&id) && message.get("method").is_none() {
+                    return message;
+                }
+                self.pending.push(message);
             }
-            self.pending.push(message);
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(60), wait).await {
+            Ok(message) => message,
+            Err(_) => panic!("no response with id {id} within 60 s"),
         }
     }
 
-    async fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+    pub(crate) async fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
         let line =
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
         self.send_line(&line).await;

@@ -381,11 +381,10 @@ pub(super) async fn subscribe(ctx: &ToolContext, args: &Object) -> String {
         .and_then(Value::as_f64)
         .filter(|s| s.is_finite() && *s > 0.0)
         .unwrap_or(30.0);
-    match ctx
-        .backend
-        .subscribe(role, Duration::from_secs_f64(seconds))
-        .await
-    {
+    // Permissive validation lets a value beyond the schema's maximum through; a wait no
+    // `Duration` can hold is a wait without end, which the declared timeout then bounds.
+    let wait = Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX);
+    match ctx.backend.subscribe(role, wait).await {
         Ok(SubscribeOutcome::Notification(notification)) => plain(
             Object::new()
                 .with("notifications", vec![notification])

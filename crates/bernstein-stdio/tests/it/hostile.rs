@@ -1,0 +1,613 @@
+//! A hostile client at the stdio seam: floods that never read their answers, oversized params,
+//! a read that never ends, a panicking argument, input that is not UTF-8 or names a key twice,
+//! and a reused request id. Each gets a clear answer, and none costs more than the client's own
+//! share of the server.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bernstein_mcp_core::{Dispatcher, Limits};
+use bernstein_tools::{ToolConfig, Validation};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::session::{Session, key};
+
+/// Every file under `.sdd/` with its size: what a refused message must leave unchanged.
+fn evidence_files(root: &Path) -> BTreeMap<String, u64> {
+    fn walk(dir: &Path, out: &mut BTreeMap<String, u64>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                walk(&path, out);
+            } else {
+                out.insert(path.display().to_string(), meta.len());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(&root.join(".sdd"), &mut out);
+    out
+}
+
+/// This process's resident set size in KiB, from `/proc/self/status`.
+fn vm_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// Writes `count` request lines made by `line` into the server's input from a task, counting
+/// each line once it is accepted by the pipe; stops quietly when the server goes away.
+fn flood(
+    session: &mut Session,
+    count: usize,
+    line: impl Fn(usize) -> String + Send + 'static,
+) -> (Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    let mut input = session.to_server.take().unwrap();
+    let written = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&written);
+    let task = tokio::spawn(async move {
+        for n in 0..count {
+            if input.write_all(line(n).as_bytes()).await.is_err() {
+                return;
+            }
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+        let _ = input.shutdown().await;
+    });
+    (written, task)
+}
+
+/// Waits until the flood stops moving short of `total` (the server stopped reading: `Some`
+/// with the count), or until all of it was written (`None`), calling `tick` at every sample.
+/// Gives up after a minute.
+async fn wait_for_stall(
+    written: &AtomicUsize,
+    total: usize,
+    mut tick: impl FnMut(),
+) -> Option<usize> {
+    let mut last = usize::MAX;
+    let mut still = 0;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tick();
+        let now = written.load(Ordering::SeqCst);
+        if now == total {
+            return None;
+        }
+        if now == last {
+            still += 1;
+            // Two seconds without a single line read: the reader is parked on the full queue.
+            if still == 20 {
+                return Some(now);
+            }
+        } else {
+            still = 0;
+            last = now;
+        }
+    }
+    panic!("the flood neither finished nor stalled within a minute");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_that_never_reads_stops_the_reader_and_loses_no_answer() {
+    const FLOOD: usize = 20_000;
+    let mut session = Session::start();
+    let (written, task) = flood(&mut session, FLOOD, |id| {
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")
+    });
+    let stalled = wait_for_stall(&written, FLOOD, || {}).await;
+    assert!(
+        stalled.is_some(),
+        "the server read all {FLOOD} requests although none of its answers was read"
+    );
+    // Reading resumes the flow: every request is answered exactly once, by a result or by a
+    // "server busy" refusal.
+    let mut answered = HashSet::new();
+    let mut busy = 0;
+    while answered.len() < FLOOD {
+        let message = tokio::time::timeout(Duration::from_secs(60), session.next_message())
+            .await
+            .expect("the answers stopped coming");
+        let id = message["id"].as_u64().expect("an answer with a numeric id");
+        assert!(answered.insert(id), "id {id} answered twice");
+        if message.get("error").is_some() {
+            assert_eq!(message["error"]["code"], -32603, "{message}");
+            assert!(
+                message["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("server busy"),
+                "{message}"
+            );
+            busy += 1;
+        } else {
+            assert_eq!(message["result"], json!({}), "{message}");
+        }
+    }
+    assert!(busy < FLOOD, "some pings were served");
+    task.await.unwrap();
+    assert!(session.from_server.next_line().await.unwrap().is_none());
+    session.server.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_stays_bounded_while_a_client_floods_tools_list_and_never_reads() {
+    // Each tools/list answer is tens of KiB; unbounded, 3,000 of them held for a client that
+    // does not read would take well over 100 MiB.
+    const FLOOD: usize = 3_000;
+    const BOUND_KIB: u64 = 64 * 1024;
+    let mut session = Session::start();
+    let before = vm_rss_kib();
+    let (written, task) = flood(&mut session, FLOOD, |id| {
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\"}}\n")
+    });
+    let mut peak = before;
+    let stalled = wait_for_stall(&written, FLOOD, || peak = peak.max(vm_rss_kib())).await;
+    // Keep sampling while the server answers what it has read.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        peak = peak.max(vm_rss_kib());
+    }
+    let grown = peak.saturating_sub(before);
+    assert!(
+        grown < BOUND_KIB,
+        "RSS grew by {grown} KiB (bound {BOUND_KIB} KiB) while a client flooded {FLOOD} tools/list \
+         requests without reading (stalled at {stalled:?})"
+    );
+    assert!(stalled.is_some(), "the server kept reading");
+    // The client goes away without reading: the session ends.
+    let Session {
+        from_server,
+        server,
+        ..
+    } = session;
+    drop(from_server);
+    tokio::time::timeout(Duration::from_secs(60), server)
+        .await
+        .expect("the server ended after its client went away")
+        .unwrap()
+        .unwrap();
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn params_beyond_the_limit_are_refused_before_anything_runs() {
+    let mut session = Session::start();
+    let before = evidence_files(session.dir.path());
+    let padding = "x".repeat(300 * 1024);
+    let refused = session
+        .request(
+            1,
+            "tools/call",
+            json!({"name": "bernstein_status", "arguments": {}, "_meta": {"padding": padding}}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["maxParamsBytes"],
+        Limits::default().max_params_bytes
+    );
+    assert_eq!(
+        evidence_files(session.dir.path()),
+        before,
+        "nothing anchored or written"
+    );
+    let served = session
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "bernstein_status", "arguments": {}}),
+        )
+        .await;
+    assert!(served.get("result").is_some(), "{served}");
+}
+
+fn subscribe(id: i64, seconds: f64) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "bernstein_subscribe", "arguments": {"role": "qa", "timeout_seconds": seconds}}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn requests_beyond_the_stream_cap_are_answered_busy() {
+    let mut session = Session::start_with(|b| {
+        b.limits(Limits {
+            max_in_flight_per_stream: 2,
+            ..Limits::default()
+        })
+    });
+    session.send_line(&subscribe(1, 60.0)).await;
+    session.send_line(&subscribe(2, 60.0)).await;
+    let busy = session.request(3, "ping", json!({})).await;
+    assert_eq!(busy["error"]["code"], -32603, "{busy}");
+    assert!(
+        busy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("server busy: this stream"),
+        "{busy}"
+    );
+    session
+        .send_line(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+        )
+        .await;
+    assert_eq!(
+        session.response(json!(1)).await["result"]["cancelled"],
+        true
+    );
+    assert_eq!(
+        session.request(4, "ping", json!({})).await["result"],
+        json!({})
+    );
+    session
+        .send_line(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#,
+        )
+        .await;
+    assert_eq!(
+        session.response(json!(2)).await["result"]["cancelled"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn requests_beyond_the_process_cap_are_answered_busy_on_every_stream() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let dispatcher = Dispatcher::builder(dir.path())
+        .audit_key(key())
+        .limits(Limits {
+            max_in_flight: 2,
+            ..Limits::default()
+        })
+        .build()
+        .unwrap();
+    let mut first = Session::on(dispatcher.clone(), Arc::clone(&dir));
+    let mut second = Session::on(dispatcher, Arc::clone(&dir));
+    first.send_line(&subscribe(1, 60.0)).await;
+    first.send_line(&subscribe(2, 60.0)).await;
+    // The first stream's ping is read after both calls were admitted.
+    let busy = first.request(3, "ping", json!({})).await;
+    assert!(
+        busy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("server busy: the server"),
+        "{busy}"
+    );
+    let busy = second.request(1, "ping", json!({})).await;
+    assert_eq!(busy["error"]["code"], -32603, "{busy}");
+    for id in [1, 2] {
+        first
+            .send_line(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}).to_string())
+            .await;
+        assert_eq!(first.response(json!(id)).await["result"]["cancelled"], true);
+    }
+    assert_eq!(
+        second.request(2, "ping", json!({})).await["result"],
+        json!({})
+    );
+}
+
+/// Releases the readers parked on a FIFO when dropped, pass or fail, so their blocking threads
+/// end and the test runtime can shut down: opening it read-write never waits on Linux, and
+/// closing it again gives every parked reader end of file.
+struct ReleaseFifo(std::path::PathBuf);
+
+impl Drop for ReleaseFifo {
+    fn drop(&mut self) {
+        if let Ok(handle) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.0)
+        {
+            drop(handle);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_never_ends_times_out_and_ping_is_still_answered() {
+    let mut session = Session::start_with(|b| {
+        b.limits(Limits {
+            call_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        })
+    });
+    let lineage = session.dir.path().join(".sdd/lineage");
+    std::fs::create_dir_all(&lineage).unwrap();
+    let fifo = lineage.join("log.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let _release = ReleaseFifo(fifo.clone());
+    // A watchdog that frees the readers after half a minute, so a server whose workers are
+    // frozen by them fails this test instead of hanging it.
+    let released = Arc::new(AtomicBool::new(false));
+    {
+        let released = Arc::clone(&released);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(30));
+            released.store(true, Ordering::SeqCst);
+            drop(ReleaseFifo(fifo));
+        });
+    }
+    // As many never-ending reads as the runtime has workers.
+    for id in [1, 2] {
+        session
+            .send_line(&json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": "lineage://stats"}}).to_string())
+            .await;
+    }
+    let pong = session.request(3, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    assert!(
+        !released.load(Ordering::SeqCst),
+        "ping was answered only once the never-ending reads were released"
+    );
+    for id in [1, 2] {
+        let answer = session.response(json!(id)).await;
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert_eq!(answer["error"]["data"]["timeoutSeconds"], 1.0, "{answer}");
+    }
+    session.close_input().await;
+    assert!(session.from_server.next_line().await.unwrap().is_none());
+    session.server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn input_end_ends_the_server_within_the_drain_bound() {
+    let mut session = Session::start_with(|b| {
+        b.limits(Limits {
+            drain_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        })
+    });
+    session.send_line(&subscribe(1, 60.0)).await;
+    assert_eq!(
+        session.request(2, "ping", json!({})).await["result"],
+        json!({})
+    );
+    session.close_input().await;
+    // Well short of the 60 s the call asked for: the drain bound cancels it.
+    let answer = tokio::time::timeout(Duration::from_secs(30), session.response(json!(1)))
+        .await
+        .expect("the call was cut at the drain bound");
+    assert_eq!(answer["result"]["cancelled"], true, "{answer}");
+    assert!(session.from_server.next_line().await.unwrap().is_none());
+    tokio::time::timeout(Duration::from_secs(30), session.server)
+        .await
+        .expect("the server ended")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_unrepresentable_subscribe_timeout_is_served_not_panicked() {
+    let mut session = Session::start_with(|b| {
+        b.tool_config(ToolConfig {
+            validation: Validation::Permissive,
+            ..ToolConfig::default()
+        })
+    });
+    session.send_line(&subscribe(1, 1e300)).await;
+    // The subscription answers the first task created for its role after it began waiting.
+    for attempt in 0..40 {
+        let created = session
+            .request(
+                100 + attempt,
+                "tools/call",
+                json!({"name": "bernstein_create_task", "arguments": {"title": format!("t{attempt}"), "description": "d", "role": "qa"}}),
+            )
+            .await;
+        assert_eq!(created["result"]["isError"], false, "{created}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        session.request(1_000 + attempt, "ping", json!({})).await;
+        if let Some(at) = session.pending.iter().position(|m| m["id"] == 1) {
+            let answer = session.pending.remove(at);
+            assert!(answer.get("error").is_none(), "{answer}");
+            let result = &answer["result"]["structuredContent"]["result"];
+            assert_eq!(result["timed_out"], false, "{answer}");
+            assert_eq!(
+                result["notifications"][0]["title"]
+                    .as_str()
+                    .unwrap()
+                    .chars()
+                    .next(),
+                Some('t')
+            );
+            return;
+        }
+    }
+    panic!("the subscription with timeout_seconds 1e300 never answered");
+}
+
+#[tokio::test]
+async fn a_cursor_at_the_end_of_u64_is_a_clean_error() {
+    let mut session = Session::start();
+    // base64url("offset=18446744073709551615")
+    let answer = session
+        .request(
+            1,
+            "tasks/list",
+            json!({"cursor": "b2Zmc2V0PTE4NDQ2NzQ0MDczNzA5NTUxNjE1"}),
+        )
+        .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid pagination cursor"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_a_parse_error_and_nothing_is_written() {
+    let mut session = Session::start();
+    let before = evidence_files(session.dir.path());
+    let mut line = br#"{"jsonrpc":"2.0","id":""#.to_vec();
+    line.extend_from_slice(b"\xff\xfe");
+    line.extend_from_slice(
+        br#"","method":"tools/call","params":{"name":"bernstein_run","arguments":{"goal":"#,
+    );
+    line.extend_from_slice(b"\"g\xff\"}}}");
+    session.send_bytes(&line).await;
+    let answer = session.response(Value::Null).await;
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert!(
+        answer["error"]["data"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("UTF-8"),
+        "{answer}"
+    );
+    assert_eq!(
+        session.request(2, "ping", json!({})).await["result"],
+        json!({})
+    );
+    assert_eq!(evidence_files(session.dir.path()), before);
+}
+
+#[tokio::test]
+async fn only_json_whitespace_is_stripped() {
+    let mut session = Session::start();
+    // Space, tab and a trailing CR around a message are JSON whitespace.
+    session
+        .send_line(" \t{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} \r")
+        .await;
+    assert_eq!(session.response(json!(1)).await["result"], json!({}));
+    for (id, padded) in [
+        (
+            2,
+            "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}",
+        ),
+        (
+            3,
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\u{3000}",
+        ),
+        (4, "\u{b}{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}"),
+        (5, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\u{c}"),
+    ] {
+        session.send_line(padded).await;
+        let answer = session.response(Value::Null).await;
+        assert_eq!(answer["error"]["code"], -32700, "id {id}: {answer}");
+    }
+    assert_eq!(
+        session.request(6, "ping", json!({})).await["result"],
+        json!({})
+    );
+}
+
+#[tokio::test]
+async fn a_repeated_id_is_refused_with_a_null_id() {
+    let mut session = Session::start();
+    session
+        .send_line(r#"{"jsonrpc":"2.0","id":10,"method":"ping","id":11}"#)
+        .await;
+    let answer = session.response(Value::Null).await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"duplicate key "id""#),
+        "{answer}"
+    );
+    session
+        .send_line(r#"{"jsonrpc":"2.0","id":12,"method":"tools/list","method":"ping"}"#)
+        .await;
+    assert_eq!(session.response(json!(12)).await["error"]["code"], -32600);
+    // Nothing else was answered for ids 10, 11 or 12.
+    assert_eq!(
+        session.request(13, "ping", json!({})).await["result"],
+        json!({})
+    );
+    assert!(session.pending.is_empty(), "{:?}", session.pending);
+}
+
+#[tokio::test]
+async fn a_repeated_tool_name_is_refused_and_runs_nothing() {
+    let mut session = Session::start();
+    let before = evidence_files(session.dir.path());
+    session
+        .send_line(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bernstein_status","arguments":{},"name":"bernstein_shutdown_orchestrator"}}"#)
+        .await;
+    let answer = session.response(json!(1)).await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"duplicate key "name" at params"#),
+        "{answer}"
+    );
+    assert_eq!(evidence_files(session.dir.path()), before);
+    assert!(!session.dir.path().join(".sdd/runtime/signals").exists());
+}
+
+#[tokio::test]
+async fn a_repeated_argument_key_is_invalid_params() {
+    let mut session = Session::start();
+    let before = evidence_files(session.dir.path());
+    session
+        .send_line(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bernstein_run","arguments":{"goal":"a","nested":{"k":1,"k":2}}}}"#)
+        .await;
+    let answer = session.response(json!(1)).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"duplicate key "k" in the tool arguments at nested"#),
+        "{answer}"
+    );
+    assert_eq!(evidence_files(session.dir.path()), before);
+}
+
+#[tokio::test]
+async fn a_reused_id_in_flight_is_refused_and_the_first_call_keeps_it() {
+    let mut session = Session::start();
+    session.send_line(&subscribe(5, 60.0)).await;
+    session.send_line(&subscribe(5, 1.0)).await;
+    let refused = session.response(json!(5)).await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already in flight"),
+        "{refused}"
+    );
+    // The cancel names id 5 and reaches the first call, which answers with its own result.
+    session
+        .send_line(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#,
+        )
+        .await;
+    let first = session.response(json!(5)).await;
+    assert_eq!(first["result"]["cancelled"], true, "{first}");
+    assert_eq!(
+        session.request(6, "ping", json!({})).await["result"],
+        json!({})
+    );
+    assert!(
+        session.pending.is_empty(),
+        "one answer per request: {:?}",
+        session.pending
+    );
+}
