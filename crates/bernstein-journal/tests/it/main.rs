@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod audit;
+mod audit_oracle;
 mod capsule;
 mod claim;
 mod dlp;
