@@ -19,7 +19,9 @@
 //! is, except:
 //!
 //! * [`NORMALISATIONS`]: fields the reference itself makes random or time-dependent, each
-//!   replaced by a named placeholder on both sides;
+//!   replaced by a named placeholder on both sides. One more is textual: the claim is replayed
+//!   after our own replay of the recorded `bernstein_run` (see `replay`), and the task id our
+//!   run minted is read as the recorded one everywhere in the claim's answer;
 //! * [`DEPARTURES`]: fields where we differ on purpose, each naming its ARCHITECTURE note. A
 //!   departure that no longer departs fails the test, so the list cannot go stale.
 
@@ -204,7 +206,7 @@ fn recordings() -> Vec<Recorded> {
 }
 
 /// How many lines of the probe's task log, audit segment and mailbox existed when `tool` was
-/// called with `arguments` (from the recording's time stamps against the audit's).
+/// called (from the recording's `_meter.ts` against the audit's time stamps).
 fn state_before(tool: &str) -> (usize, usize, usize) {
     match tool {
         // Before the task `bernstein_run` created (`task.created f6e4301edd4e`, 02:01:44.478).
