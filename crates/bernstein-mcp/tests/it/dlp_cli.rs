@@ -95,6 +95,25 @@ fn the_dlp_mode_comes_from_the_environment() {
     assert_eq!(results[0]["redaction_count"], 0);
     assert_eq!(results[0]["seq"], 1);
 
+    // Each entry's audit-chain mirror carries its own count.
+    let mut segments: Vec<_> = std::fs::read_dir(home.path().join("project/.sdd/audit"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    // Daily segments are named by date, so name order is chain order.
+    segments.sort();
+    let mut mirrored = Vec::new();
+    for path in segments {
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let record: Value = serde_json::from_str(line).unwrap();
+            if record["event_type"] == "task.mailbox_message" {
+                mirrored.push(record["details"]["redaction_count"].clone());
+            }
+        }
+    }
+    assert_eq!(mirrored, vec![json!(1), json!(0)]);
+
     // Anything else refuses to start, and the mailbox is unchanged.
     let mailbox = home.path().join("project/.sdd/runtime/mailbox.jsonl");
     let before = std::fs::read(&mailbox).unwrap();
