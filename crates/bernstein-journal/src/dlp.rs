@@ -1,4 +1,20 @@
-//! DLP redaction for mailbox bodies: Bernstein 3.23's `redact_text`, with Python `re` semantics.
+//! DLP redaction for mailbox bodies: Bernstein 3.23's `redact_text`, with Python `re` semantics,
+//! and an extended rule set for the secrets users leak most.
+//!
+//! Two modes ([`DlpMode`]) choose step 1 below:
+//!
+//! * [`DlpMode::Reference`] runs exactly the reference's eight rules, so a body redacts to the
+//!   bytes Bernstein 3.23 writes (the golden vectors and the differential tests against Python
+//!   `re` run in this mode);
+//! * [`DlpMode::Extended`], the default, runs the same eight rules and then the
+//!   [`EXTENDED_RULE_NAMES`] rules (AWS keys, GitHub, GitLab and Slack tokens, private-key
+//!   blocks, JWTs, `Authorization` headers, high-entropy secret assignments), read from
+//!   gitleaks' rule set and written for the `regex` crate. Running them after the reference's
+//!   rules means a body the reference already redacts completely redacts to the same bytes with
+//!   the same count; the extended rules only add redactions.
+//!
+//! Verification never re-runs the DLP (the stored body is what is hashed and signed), so a body
+//! redacted in either mode verifies offline the same way.
 //!
 //! [`redact_text`] runs the reference's three steps (`FORMATS.md` §5):
 //!
@@ -77,20 +93,73 @@ pub const RULE_NAMES: [&str; 8] = [
     "email",
 ];
 
-/// Everything step 2 and step 3 need besides the text: the home directory and the values
-/// registered with the secrets broker.
+/// The names of the extended rules, in the order they run after the reference's eight.
+pub const EXTENDED_RULE_NAMES: [&str; 12] = [
+    "private_key_block",
+    "private_key_truncated",
+    "aws_access_key_id",
+    "github_token",
+    "gitlab_token",
+    "slack_token",
+    "jwt_extended",
+    "authorization_header",
+    "bearer_token",
+    "aws_secret_access_key",
+    "generic_secret_assignment",
+    "url_password",
+];
+
+/// Which rule set step 1 runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DlpMode {
+    /// The reference's eight rules only: bodies redact to the bytes Bernstein 3.23 writes.
+    Reference,
+    /// The reference's eight rules, then [`EXTENDED_RULE_NAMES`] (the default).
+    #[default]
+    Extended,
+}
+
+impl DlpMode {
+    /// Parses a setting (trimmed, any case): `reference` or `extended`; an empty value is the
+    /// default. `None` for anything else, so that a typo is reported rather than guessed.
+    pub fn parse(value: &str) -> Option<DlpMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "reference" => Some(DlpMode::Reference),
+            "extended" | "" => Some(DlpMode::Extended),
+            _ => None,
+        }
+    }
+
+    /// The setting's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DlpMode::Reference => "reference",
+            DlpMode::Extended => "extended",
+        }
+    }
+}
+
+/// Everything the redaction needs besides the text: the rule set, the home directory and the
+/// values registered with the secrets broker.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RedactionContext<'a> {
     /// The home directory to collapse to `~` (`None` skips the step).
     pub home: Option<&'a str>,
     /// Values registered with the secrets broker (empty in a fresh process).
     pub secrets: &'a [String],
+    /// The rule set of step 1.
+    pub mode: DlpMode,
 }
 
 impl RedactionContext<'_> {
     /// Runs all three steps; returns the redacted text and the number of redactions.
     pub fn redact(&self, text: &str) -> (String, usize) {
-        redact_text_with_secrets(text, self.home, self.secrets)
+        let (cleaned, rule_count) = redact_secrets_in(self.mode, text);
+        let (cleaned, broker_count) = scrub_registered_secrets(&cleaned, self.secrets);
+        (
+            collapse_home(&cleaned, self.home),
+            rule_count + broker_count,
+        )
     }
 }
 
@@ -126,6 +195,35 @@ pub fn redact_secrets(text: &str) -> (String, usize) {
         count += matched;
     }
     (result, count)
+}
+
+/// Step 1 in `mode`: the reference's eight rules, then in [`DlpMode::Extended`] the extended
+/// rules over their output.
+pub fn redact_secrets_in(mode: DlpMode, text: &str) -> (String, usize) {
+    let (result, count) = redact_secrets(text);
+    match mode {
+        DlpMode::Reference => (result, count),
+        DlpMode::Extended => {
+            let (result, extra) = redact_extended(&result);
+            (result, count + extra)
+        }
+    }
+}
+
+/// The extended rules alone, in order, each over the output of the previous one; returns the
+/// text and the number of redactions.
+pub fn redact_extended(text: &str) -> (String, usize) {
+    apply_extended(text, |_, _| {})
+}
+
+/// What the extended rules alone find in `text`: `(rule name, matched secret)` per redaction,
+/// in the order they are made. For measuring false positives over a corpus.
+pub fn extended_findings(text: &str) -> Vec<(&'static str, String)> {
+    let mut findings = Vec::new();
+    apply_extended(text, |rule, secret| {
+        findings.push((rule, secret.to_owned()));
+    });
+    findings
 }
 
 /// Step 2 alone: every registered value becomes [`BROKER_MASK`], longest first.
@@ -273,6 +371,229 @@ static RULES: LazyLock<[Rule; 8]> = LazyLock::new(|| {
         Rule::Email,
     ]
 });
+
+/// One extended rule: a `regex`-crate pattern (no Python semantics to reproduce here), the
+/// capture group that holds the secret (the whole match when the pattern has none), and an
+/// optional check the secret must pass.
+struct ExtendedRule {
+    name: &'static str,
+    regex: Regex,
+    check: Option<fn(&regex::Captures<'_>) -> bool>,
+}
+
+/// The characters a token, key or base64 value is made of (no `*`, so the `***REDACTED***`
+/// an earlier rule left behind never matches again).
+const TOKEN_CHARS: &str = r"A-Za-z0-9_\-+/=.~";
+
+/// The extended rules, in order. Their patterns are our own, written after reading gitleaks'
+/// `config/gitleaks.toml` (rules `private-key`, `aws-access-token`, `github-pat`,
+/// `github-oauth`, `github-app-token`, `github-refresh-token`, `github-fine-grained-pat`,
+/// `gitlab-pat`, `gitlab-pat-routable`, `slack-*-token`, `jwt`, `curl-auth-header` and
+/// `generic-api-key`, whose 3.5 bits-per-character entropy floor [`looks_random`] uses).
+///
+/// Each pattern runs on the `regex` crate, which never backtracks: one search is linear in the
+/// length of the text (`O(m * n)` for a pattern of size `m`), whatever the text holds, so a body
+/// built to make a backtracking engine explode costs no more than any other body of its length.
+/// A replacement pass repeats searches from the end of each match; no pattern here has an
+/// alternation whose failing branch scans far beyond a match the other branch found, which is
+/// what would make repeated searches rescan the text.
+static EXTENDED_RULES: LazyLock<Vec<ExtendedRule>> = LazyLock::new(|| {
+    let rule = |name, pattern: &str, check| ExtendedRule {
+        name,
+        regex: compile(pattern),
+        check,
+    };
+    // The label of a PEM or PGP private-key armour line, as gitleaks' `private-key` reads it.
+    let label = r"-----BEGIN[ A-Za-z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----";
+    let end_label = r"-----END[ A-Za-z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----";
+    // A line break inside a body, raw or escaped as it appears in JSON and logs.
+    let line_break = r"(?:\\[rn]|[ \t\r\n])+";
+    // What may sit between a secret's name and its value: a closing quote, an assignment
+    // operator, an opening quote or backtick. The reference's `env_export` reads the `>` of
+    // `name => 'value'` as the value and leaves `name =***REDACTED*** 'value'`, so that
+    // leftover counts as an operator too, and the real value after it is still caught.
+    let assign = r#"["']?[ \t]{0,3}(?:=\*\*\*REDACTED\*\*\*|=>|:=|[:=])[ \t]{0,3}["'`]?"#;
+    let tok = TOKEN_CHARS;
+    vec![
+        rule(
+            "private_key_block",
+            &format!(r"{label}[\s\S]*?{end_label}"),
+            None,
+        ),
+        // A block pasted without its END line: the armour line and every base64 line after it.
+        rule(
+            "private_key_truncated",
+            &format!(r"{label}(?:{line_break}[A-Za-z0-9+/=]{{16,}})*"),
+            None,
+        ),
+        rule(
+            "aws_access_key_id",
+            r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
+            None,
+        ),
+        rule(
+            "github_token",
+            r"\b(?:gh[pousr]_[0-9A-Za-z]{36}|github_pat_[0-9A-Za-z_]{82})",
+            None,
+        ),
+        rule(
+            "gitlab_token",
+            r"\bglpat-[0-9A-Za-z_-]{20,}(?:\.[0-9a-z]{9})?",
+            None,
+        ),
+        rule("slack_token", r"\bxox[abeoprs]-[0-9A-Za-z-]{10,}", None),
+        // The reference's `jwt` wants `eyJ` twice, ten characters per segment and a signature;
+        // this one also takes other JSON openings (`eyA…` for `{ "`) and unsigned tokens.
+        rule(
+            "jwt_extended",
+            r"\bey[A-Za-z0-9_-]{10,}\.ey[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+            None,
+        ),
+        // `Authorization` as a JSON key, a header with any scheme, or `authorization=`; the
+        // reference only takes `Authorization:` directly followed by `Bearer`.
+        rule(
+            "authorization_header",
+            &format!(
+                r#"(?i)\b(?:proxy-)?authorization{assign}(?:bearer|token|basic|digest|api-?key)[ \t]+(?P<secret>[{tok}]{{8,}})"#
+            ),
+            None,
+        ),
+        rule(
+            "bearer_token",
+            &format!(r"(?i)\bbearer[ \t]+(?P<secret>[{tok}]{{20,}})"),
+            Some(|caps| secret_of(caps).is_some_and(letters_and_digits)),
+        ),
+        rule(
+            "aws_secret_access_key",
+            &format!(
+                r"(?i)\b(?:aws_?)?secret_?access_?key(?:_?id)?{assign}(?P<secret>[A-Za-z0-9/+]{{40}})(?:[^A-Za-z0-9/+=]|\z)"
+            ),
+            None,
+        ),
+        // A value assigned to a name that says it is secret, when the value looks random:
+        // gitleaks' entropy floor, and at least one letter and one digit, so that
+        // `"token": "missing"` and `password = "changeme"` stay readable. Names of values that
+        // are public by design (see [`PUBLIC_NAMES`]) are left alone.
+        rule(
+            "generic_secret_assignment",
+            &format!(
+                r"(?i)(?P<name>[A-Za-z0-9_.-]{{0,40}}?(?:api[_.-]?key|apikey|secret|token|passw(?:or)?d|passwd|pwd|credentials?|access[_.-]?key|private[_.-]?key|client[_.-]?secret)[A-Za-z0-9_.-]{{0,20}}){assign}(?P<secret>[{tok}]{{12,}})"
+            ),
+            Some(|caps| {
+                let public = caps
+                    .name("name")
+                    .is_some_and(|n| is_public_name(n.as_str()));
+                !public && secret_of(caps).is_some_and(looks_random)
+            }),
+        ),
+        // Credentials in any scheme's URL (`postgres://u:p@h`); the reference's `url_cred`
+        // only knows `http` and `https`.
+        rule(
+            "url_password",
+            r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@]+:(?P<secret>[^\s@/?#*]+)@",
+            None,
+        ),
+    ]
+});
+
+/// Runs the extended rules in order, calling `on_hit(rule, secret)` for every redaction.
+fn apply_extended(text: &str, mut on_hit: impl FnMut(&'static str, &str)) -> (String, usize) {
+    let mut result = text.to_owned();
+    let mut count = 0;
+    for rule in EXTENDED_RULES.iter() {
+        let mut out = String::with_capacity(result.len());
+        let mut last = 0;
+        let mut matched = 0;
+        for caps in rule.regex.captures_iter(&result) {
+            let Some(secret) = caps.name("secret").or_else(|| caps.get(0)) else {
+                continue;
+            };
+            if rule.check.is_some_and(|check| !check(&caps)) {
+                continue;
+            }
+            on_hit(rule.name, secret.as_str());
+            out.push_str(&result[last..secret.start()]);
+            out.push_str(REDACTED);
+            last = secret.end();
+            matched += 1;
+        }
+        if matched > 0 {
+            out.push_str(&result[last..]);
+            result = out;
+            count += matched;
+        }
+    }
+    (result, count)
+}
+
+/// The `secret` group of a match.
+fn secret_of<'t>(caps: &regex::Captures<'t>) -> Option<&'t str> {
+    caps.name("secret").map(|m| m.as_str())
+}
+
+/// Names whose values are public by design although the name holds a secret word (after
+/// lowercasing and dropping `_`, `.` and `-`), in the spirit of gitleaks' generic allowlist:
+/// Bernstein's own `pollToken` (base64 of the run id and spec revision), pagination and CSRF
+/// tokens, token counts and types, and the names or ids of keys and secrets.
+const PUBLIC_NAMES: [&str; 14] = [
+    "polltoken",
+    "publictoken",
+    "csrftoken",
+    "pagetoken",
+    "nexttoken",
+    "continuationtoken",
+    "tokencount",
+    "tokentype",
+    "tokenid",
+    "tokenurl",
+    "secretname",
+    "secretid",
+    "keyid",
+    "keyname",
+];
+
+fn is_public_name(name: &str) -> bool {
+    let folded: String = name
+        .chars()
+        .filter(|c| !matches!(c, '_' | '.' | '-'))
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    PUBLIC_NAMES.iter().any(|public| folded.contains(public))
+}
+
+/// Whether `value` has at least one ASCII letter and one ASCII digit.
+fn letters_and_digits(value: &str) -> bool {
+    value.chars().any(|c| c.is_ascii_alphabetic()) && value.chars().any(|c| c.is_ascii_digit())
+}
+
+/// Shannon entropy of `value`'s characters, in bits per character.
+fn entropy(value: &str) -> f64 {
+    let mut counts = std::collections::BTreeMap::new();
+    let mut total = 0usize;
+    for c in value.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+        total += 1;
+    }
+    if total == 0 {
+        return 0.0;
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let total = total as f64;
+    counts
+        .values()
+        .map(|&n| {
+            #[allow(clippy::cast_precision_loss)]
+            let p = n as f64 / total;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// gitleaks' test for a generic secret: at least 3.5 bits per character, plus a letter and a
+/// digit.
+fn looks_random(value: &str) -> bool {
+    letters_and_digits(value) && entropy(value) >= 3.5
+}
 
 /// Python's `\w`: `str.isalnum()` or `_`, over the Unicode 15.0 database of CPython 3.12.
 static PY_WORD: LazyLock<Regex> = LazyLock::new(|| compile(r"\A[\p{L}\p{N}_&&\p{Age=V15_0}]\z"));
@@ -722,6 +1043,36 @@ mod tests {
             ) {
                 let block = format!("-----BEGIN {label}KEY-----\n{body}\n-----END {label}KEY-----");
                 assert_gone(&embed(&block, &before, &after), &body)?;
+            }
+
+            #[test]
+            fn extended_mode_removes_cloud_and_forge_tokens(
+                aws in "(AKIA|ASIA)[A-Z2-7]{16}",
+                github in "gh[pousr]_[0-9A-Za-z]{36}",
+                gitlab in "glpat-[0-9A-Za-z_-]{20}",
+                slack in "xox[bp]-[0-9]{10}-[0-9A-Za-z]{12,24}",
+                before in filler(),
+                after in filler(),
+            ) {
+                for secret in [&aws, &github, &gitlab, &slack] {
+                    let text = embed(secret, &before, &after);
+                    let (reference, reference_count) = redact_secrets(&text);
+                    let (out, count) = redact_secrets_in(DlpMode::Extended, &text);
+                    prop_assert!(!out.contains(secret.as_str()), "{secret:?} survived in {out:?}");
+                    prop_assert!(count > reference_count);
+                    prop_assert_eq!(redact_secrets_in(DlpMode::Reference, &text), (reference, reference_count));
+                }
+            }
+
+            #[test]
+            fn extended_mode_only_adds_redactions(text in any::<String>()) {
+                let (reference, reference_count) = redact_secrets(&text);
+                let (out, count) = redact_secrets_in(DlpMode::Extended, &text);
+                let findings = extended_findings(&reference);
+                prop_assert_eq!(count, reference_count + findings.len());
+                if findings.is_empty() {
+                    prop_assert_eq!(out, reference);
+                }
             }
 
             #[test]

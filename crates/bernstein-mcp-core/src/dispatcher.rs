@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bernstein_journal::dlp::DlpMode;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::lineage_log::LineageLog;
 use bernstein_protocol::SPEC_REVISION;
@@ -86,6 +87,7 @@ pub struct DispatcherBuilder {
     backend_instance: Option<Arc<Backend>>,
     audit_key: Option<AuditKey>,
     home_dir: Option<String>,
+    dlp_mode: DlpMode,
     tool_config: ToolConfig,
     anchor_run_id: Option<String>,
     identity: ServerIdentity,
@@ -105,6 +107,7 @@ impl DispatcherBuilder {
             backend_instance: None,
             audit_key: None,
             home_dir: None,
+            dlp_mode: DlpMode::default(),
             tool_config: ToolConfig::default(),
             anchor_run_id: None,
             identity: ServerIdentity::default(),
@@ -143,6 +146,14 @@ impl DispatcherBuilder {
     #[must_use]
     pub fn home_dir(mut self, home: Option<String>) -> DispatcherBuilder {
         self.home_dir = home;
+        self
+    }
+
+    /// The rule set mailbox redaction runs (default: extended; `reference` for the reference's
+    /// exact bytes). Applies to a backend the builder opens, not to a `backend_instance`.
+    #[must_use]
+    pub fn dlp_mode(mut self, mode: DlpMode) -> DispatcherBuilder {
+        self.dlp_mode = mode;
         self
     }
 
@@ -204,12 +215,15 @@ impl DispatcherBuilder {
         }
         let backend = match self.backend_instance {
             Some(backend) => backend,
-            None => Arc::new(open_backend(
-                &self.workdir,
-                &self.backend,
-                self.audit_key.clone(),
-                self.home_dir.clone(),
-            )?),
+            None => Arc::new(
+                open_backend(
+                    &self.workdir,
+                    &self.backend,
+                    self.audit_key.clone(),
+                    self.home_dir.clone(),
+                )?
+                .with_dlp_mode(self.dlp_mode),
+            ),
         };
         let catalogue = Catalogue::new(&self.tool_config)?;
         let mut tier_tools = Vec::new();

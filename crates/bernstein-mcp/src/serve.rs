@@ -16,10 +16,12 @@
 //! | `BERNSTEIN_MCP_TOKEN` / `BERNSTEIN_MCP_AUTH_TOKEN`, `BERNSTEIN_MCP_OAUTH_ISSUER` | what the capability card reports about auth |
 //! | `--key-file`, `BERNSTEIN_AUDIT_KEY_PATH`, `XDG_STATE_HOME`, `HOME` | the audit key (created when missing, as the reference does at start-up) |
 //! | `--anchor-run` | the run every call is anchored in |
+//! | `BERNSTEIN_MCP_DLP` | the mailbox DLP rule set: `extended` (default) or `reference` (the reference's eight rules, byte for byte) |
 //!
 //! Logs go to stderr; stdout carries nothing but protocol.
 
 use anyhow::Context;
+use bernstein_journal::dlp::DlpMode;
 use bernstein_journal::key::AuditKey;
 use bernstein_mcp_core::{AuthPosture, BackendChoice, Dispatcher, TransportInfo};
 use bernstein_tools::config::{lineage_enabled, toggle_enabled};
@@ -46,6 +48,10 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         validation: Validation::from_setting(env_raw("BERNSTEIN_MCP_VALIDATION").as_deref()),
         lineage_enabled: lineage_enabled(env_raw("BERNSTEIN_LINEAGE_MCP_ENABLED").as_deref(), true),
     };
+    let dlp_setting = env_raw("BERNSTEIN_MCP_DLP").unwrap_or_default();
+    let dlp_mode = DlpMode::parse(&dlp_setting).with_context(|| {
+        format!("BERNSTEIN_MCP_DLP must be `extended` or `reference`, not {dlp_setting:?}")
+    })?;
     let key = AuditKey::load_or_create(&key_locator(args.key_file))
         .context("cannot load or create the audit key")?;
     let backend = match args
@@ -70,6 +76,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         .backend(backend)
         .audit_key(key)
         .home_dir(env_value("HOME"))
+        .dlp_mode(dlp_mode)
         .tool_config(tool_config)
         .auth(auth)
         .transports(vec![TransportInfo::Stdio {
@@ -85,6 +92,7 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
     tracing::info!(
         workdir = %workdir.display(),
         tier = tier.as_str(),
+        dlp = dlp_mode.as_str(),
         "serving MCP on stdio"
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()

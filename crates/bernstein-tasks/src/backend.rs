@@ -251,6 +251,13 @@ impl StatusSummary {
                 Value::Object(object)
             })
             .collect();
+        // The reference starts its total at the integer 0 and adds only positive costs, so a
+        // project that has spent nothing reports `0`, not `0.0`.
+        let total_cost_usd = if self.total_cost_usd == 0.0 {
+            Value::from(0)
+        } else {
+            Value::from(self.total_cost_usd)
+        };
         Object::new()
             .with("total", self.total)
             .with("open", self.open)
@@ -259,7 +266,7 @@ impl StatusSummary {
             .with("failed", self.failed)
             .with("refused", self.refused)
             .with("per_role", per_role)
-            .with("total_cost_usd", self.total_cost_usd)
+            .with("total_cost_usd", total_cost_usd)
     }
 }
 

@@ -31,7 +31,7 @@ use bernstein_journal::claim::{
     ClaimFilter, ClaimRequest as BacklogClaimRequest, backlog_path, claim_in_project,
     normalised_rows, read_backlog,
 };
-use bernstein_journal::dlp::RedactionContext;
+use bernstein_journal::dlp::{DlpMode, RedactionContext};
 use bernstein_journal::identity::SigningIdentity;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::mailbox::{
@@ -58,11 +58,13 @@ pub enum BackendKind {
 }
 
 /// The task backend plus what the evidence operations need: the audit key (HMAC key of the
-/// audit chain and the mailbox) and the home directory the mailbox redaction collapses to `~`.
+/// audit chain and the mailbox), the home directory the mailbox redaction collapses to `~`
+/// and the mailbox's DLP rule set.
 pub struct Backend {
     kind: BackendKind,
     audit_key: Option<AuditKey>,
     home_dir: Option<String>,
+    dlp_mode: DlpMode,
     mailbox: OnceLock<Arc<Mailbox>>,
 }
 
@@ -72,6 +74,7 @@ impl std::fmt::Debug for Backend {
             .field("kind", &self.kind)
             .field("audit_key", &self.audit_key)
             .field("home_dir", &self.home_dir)
+            .field("dlp_mode", &self.dlp_mode)
             .finish_non_exhaustive()
     }
 }
@@ -120,6 +123,7 @@ impl Backend {
             kind: BackendKind::Embedded(store),
             audit_key: Some(audit_key),
             home_dir: None,
+            dlp_mode: DlpMode::default(),
             mailbox: OnceLock::new(),
         }
     }
@@ -131,6 +135,7 @@ impl Backend {
             kind: BackendKind::Remote(Box::new(remote)),
             audit_key: None,
             home_dir: None,
+            dlp_mode: DlpMode::default(),
             mailbox: OnceLock::new(),
         }
     }
@@ -148,6 +153,14 @@ impl Backend {
     #[must_use]
     pub fn with_home_dir(mut self, home: Option<String>) -> Backend {
         self.home_dir = home;
+        self
+    }
+
+    /// The same backend redacting mailbox bodies with `mode` (default: extended). A remote
+    /// backend's mailbox is the task server's, which redacts with its own rules.
+    #[must_use]
+    pub fn with_dlp_mode(mut self, mode: DlpMode) -> Backend {
+        self.dlp_mode = mode;
         self
     }
 
@@ -527,10 +540,16 @@ impl Backend {
                     self.require_key("the task mailbox")?.clone(),
                 );
                 let home = self.home_dir.clone();
+                let mode = self.dlp_mode;
                 let body = body.clone();
                 let id = id.to_owned();
                 run_blocking(move || {
-                    post_message_blocking(&mailbox, &chain, &id, &body, home.as_deref())
+                    let redaction = RedactionContext {
+                        home: home.as_deref(),
+                        secrets: &[],
+                        mode,
+                    };
+                    post_message_blocking(&mailbox, &chain, &id, &body, &redaction)
                 })
                 .await?
             }
@@ -896,7 +915,7 @@ fn post_message_blocking(
     chain: &AuditChain,
     task_id: &str,
     body: &Object,
-    home: Option<&str>,
+    redaction: &RedactionContext<'_>,
 ) -> Result<Value, Error> {
     let sender = text_field(body, "sender").unwrap_or_default();
     let kind = text_field(body, "kind").unwrap_or_else(|| "finding".to_owned());
@@ -913,8 +932,7 @@ fn post_message_blocking(
         timestamp: now_unix(),
         authority: Authority::TrustedInternal,
     };
-    let redaction = RedactionContext { home, secrets: &[] };
-    let entry = mailbox.post(&message, &redaction)?;
+    let entry = mailbox.post(&message, redaction)?;
     let event = entry.audit_mirror_event();
     // As in the reference route, the mirror is best effort: the entry is already durable.
     if let Err(e) = chain.append(&event) {

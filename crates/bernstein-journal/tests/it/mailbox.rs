@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use bernstein_journal::Error;
-use bernstein_journal::dlp::{RedactionContext, redact_text};
+use bernstein_journal::dlp::{DlpMode, RedactionContext, redact_text};
 use bernstein_journal::identity::{
     SigningIdentity, identity_paths, private_key_pem_from_seed, verify_raw_signature,
 };
@@ -208,9 +208,11 @@ fn replay(vector_root: &Path, posts: &[Replay<'_>]) -> (tempfile::TempDir, Vec<E
         install_identity(&vector_root.join(".sdd/identity"), &sdd, "mailbox_signing");
     let signer = SigningIdentity::load_or_create(&identity_dir, "mailbox_signing").unwrap();
     let mailbox = Mailbox::open(&sdd, &audit_key(), signer);
+    // The vectors are the reference's bytes: replay them with the reference's rule set.
     let dlp = RedactionContext {
         home: Some(FAKE_HOME),
         secrets: &[],
+        mode: DlpMode::Reference,
     };
     let entries = posts
         .iter()

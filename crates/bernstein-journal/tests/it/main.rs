@@ -3,8 +3,10 @@
 
 mod artifacts;
 mod audit;
+mod audit_oracle;
 mod capsule;
 mod claim;
+mod dlp;
 mod lineage_log;
 mod mailbox;
 mod run_journal;

@@ -6,6 +6,7 @@ mod common;
 mod errors;
 mod firewall;
 mod listing;
+mod reference_replay;
 mod remote;
 mod run_status;
 mod worker_loop;
