@@ -713,6 +713,11 @@ impl Dispatcher {
             .param("name")
             .and_then(JsonValue::as_str)
             .ok_or_else(|| RpcError::invalid_params("tools/call needs a string name"))?;
+        // An unknown name (or one outside the tier, or a disabled alias) is a protocol error,
+        // as the MCP spec words it, not a tool result; nothing is anchored for it.
+        if !self.shared.catalogue.is_callable(name) {
+            return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
+        }
         let arguments = match request.param("arguments") {
             None | Some(JsonValue::Null) => JsonValue::Object(Map::new()),
             Some(object @ JsonValue::Object(_)) => object.clone(),

@@ -27,7 +27,8 @@ async fn refused(name: &str, arguments: Value, message: &str) -> String {
     let arguments = serde_json::from_str(&arguments.to_string().replace("TASK", &task_id)).unwrap();
     let before = project.sdd_files();
     let outcome = project.call(name, arguments).await;
-    assert!(!outcome.is_error, "{}", outcome.text);
+    // The payload is the reference's, and the result says it is a refusal.
+    assert!(outcome.is_error, "{}", outcome.text);
     let body = payload(&outcome);
     assert_eq!(body["error"], message, "{}", outcome.text);
     assert_eq!(body["jsonrpc_error"]["code"], -32602);

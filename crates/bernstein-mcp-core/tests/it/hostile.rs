@@ -1,0 +1,108 @@
+//! Hostile input at the dispatcher seam: unknown tools, every refusal path of the shutdown
+//! tool, and `workdir` arguments that name directories beyond the served root.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::{Project, payload};
+
+/// Every entry below `dir`, symlinks not followed, with its kind.
+fn tree(dir: &Path) -> Vec<(PathBuf, &'static str)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, &'static str)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let kind = std::fs::symlink_metadata(&path).unwrap().file_type();
+            if kind.is_symlink() {
+                out.push((path, "link"));
+            } else if kind.is_dir() {
+                out.push((path.clone(), "dir"));
+                walk(&path, out);
+            } else {
+                out.push((path, "file"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_invalid_params() {
+    let project = Project::new();
+    let error = project
+        .error(
+            "tools/call",
+            json!({"name": "no_such_tool", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(error["code"], -32602, "{error}");
+    assert_eq!(error["message"], "Unknown tool: no_such_tool");
+}
+
+/// Every refusal of `bernstein_shutdown_orchestrator` (and its alias) is the structured tool
+/// error `{error, hint}` with `isError: true`, and creates nothing: not in the served project,
+/// not in the project named, not outside. Before the fix a NUL and a 4,200-character workdir
+/// answered the firewall's `{error, jsonrpc_error}` with no hint.
+#[tokio::test]
+async fn every_shutdown_refusal_is_error_and_hint_and_creates_nothing() {
+    let project = Project::new();
+    let scratch = tempfile::tempdir().unwrap();
+    let scratch_root = std::fs::canonicalize(scratch.path()).unwrap();
+    let at = |name: &str| scratch_root.join(name);
+    std::fs::create_dir_all(at("outside")).unwrap();
+    std::fs::create_dir_all(at("bare")).unwrap();
+    // A project whose `.sdd/runtime` leads out of it.
+    std::fs::create_dir_all(at("escaping/.sdd")).unwrap();
+    std::os::unix::fs::symlink(at("outside"), at("escaping/.sdd/runtime")).unwrap();
+    // A project whose `.sdd/runtime` is a link that stays inside it: the write follows none.
+    std::fs::create_dir_all(at("inner/.sdd")).unwrap();
+    std::fs::create_dir_all(at("inner/elsewhere")).unwrap();
+    std::os::unix::fs::symlink("../elsewhere", at("inner/.sdd/runtime")).unwrap();
+    // A project whose signal path is a directory.
+    std::fs::create_dir_all(at("dirsignal/.sdd/runtime/signals/SHUTDOWN")).unwrap();
+    // A workdir that is a symlink loop.
+    std::os::unix::fs::symlink(at("loop"), at("loop")).unwrap();
+    let text = |path: PathBuf| path.to_str().unwrap().to_owned();
+    let cases: Vec<(&str, Value)> = vec![
+        ("NUL", json!({"workdir": "proj\u{0}"})),
+        ("4,200 characters", json!({"workdir": "a".repeat(4_200)})),
+        ("4,200 bytes", json!({"workdir": "é".repeat(2_100)})),
+        ("empty", json!({"workdir": ""})),
+        ("not text", json!({"workdir": 5})),
+        ("unknown key", json!({"workdir": ".", "force": true})),
+        ("no .sdd", json!({"workdir": text(at("bare"))})),
+        ("escape", json!({"workdir": text(at("escaping"))})),
+        ("link inside", json!({"workdir": text(at("inner"))})),
+        ("signal is a directory", json!({"workdir": text(at("dirsignal"))})),
+        ("symlink loop", json!({"workdir": text(at("loop"))})),
+    ];
+    let project_before = tree(project.dir.path());
+    let scratch_before = tree(&scratch_root);
+    for tool in ["bernstein_shutdown_orchestrator", "bernstein_stop"] {
+        for (label, arguments) in &cases {
+            let result = project.call(tool, arguments.clone()).await;
+            assert_eq!(result["isError"], true, "{tool} {label}: {result}");
+            // The alias wraps what its handler answered; a firewall refusal comes bare.
+            let mut body = payload(&result);
+            if body.get("deprecated").is_some() {
+                body = body["result"].clone();
+            }
+            assert!(body["error"].is_string(), "{tool} {label}: {body}");
+            assert!(body["hint"].is_string(), "{tool} {label}: {body}");
+            assert!(body.get("status").is_none(), "{tool} {label}: {body}");
+        }
+    }
+    assert_eq!(tree(&scratch_root), scratch_before, "something was created");
+    let created: Vec<_> = tree(project.dir.path())
+        .into_iter()
+        .filter(|entry| !project_before.contains(entry))
+        .filter(|(path, _)| path.components().any(|c| c.as_os_str() == "runtime"))
+        .collect();
+    assert!(created.is_empty(), "{created:?}");
+}
