@@ -61,8 +61,8 @@ const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
-/// Which task backend a built dispatcher drives.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Which task backend a built dispatcher drives. Its `Debug` output redacts the bearer token.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub enum BackendChoice {
     /// The durable store under `<workdir>/.sdd/` (no task server needed).
     #[default]
@@ -74,6 +74,22 @@ pub enum BackendChoice {
         /// The bearer the task server requires (`BERNSTEIN_AUTH_TOKEN`).
         bearer_token: Option<String>,
     },
+}
+
+impl std::fmt::Debug for BackendChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendChoice::Embedded => f.write_str("Embedded"),
+            BackendChoice::Remote { url, bearer_token } => f
+                .debug_struct("Remote")
+                .field("url", url)
+                .field(
+                    "bearer_token",
+                    &bearer_token.as_ref().map(|_| "<redacted>"),
+                )
+                .finish(),
+        }
+    }
 }
 
 /// Builds a [`Dispatcher`]: the embedding API.

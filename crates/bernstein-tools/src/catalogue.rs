@@ -288,11 +288,12 @@ impl Catalogue {
                 Target::Tool(def) => {
                     let payload = tools::run_tool(self, ctx, def.name, &args).await;
                     let failed = reports_error(&payload);
-                    (payload, failed)
+                    (relative_if(failed, payload, &ctx.workdir), failed)
                 }
                 Target::Alias(alias) => {
                     let payload = tools::run_alias(self, ctx, alias.name, &args).await;
                     let failed = reports_error(&payload);
+                    let payload = relative_if(failed, payload, &ctx.workdir);
                     (alias_wrapper(alias.name, alias.replacement, &payload), failed)
                 }
             }
@@ -361,6 +362,38 @@ fn reports_error(payload: &str) -> bool {
             .is_some_and(|error| !error.is_empty()),
         _ => false,
     }
+}
+
+/// An error payload with the project root's absolute path taken out, so an error text (the
+/// journal's `{op} {path}: {source}`, a filesystem message) names files relative to the root
+/// and does not tell a remote client how the host is laid out. Both spellings of the root are
+/// replaced, as configured and canonical; a success payload is left as it is.
+fn relative_if(failed: bool, payload: String, root: &std::path::Path) -> String {
+    if !failed {
+        return payload;
+    }
+    let mut roots = vec![root.to_path_buf()];
+    if let Ok(canonical) = std::fs::canonicalize(root)
+        && canonical != root
+    {
+        roots.push(canonical);
+    }
+    let mut text = payload;
+    for root in roots {
+        let Some(root) = root.to_str().map(|r| r.trim_end_matches('/')) else {
+            continue;
+        };
+        if root.is_empty() {
+            continue;
+        }
+        text = text.replace(&format!("{root}/"), "");
+        // The root itself, where it ends a path (before a quote, a colon, a space or the end
+        // of a string), reads as `.`; a longer sibling such as `<root>-old` is left alone.
+        for end in [':', '"', '\'', ' ', ')', ','] {
+            text = text.replace(&format!("{root}{end}"), &format!(".{end}"));
+        }
+    }
+    text
 }
 
 /// The hint a firewall refusal carries for the tools whose refusals are promised as the
@@ -514,6 +547,18 @@ mod tests {
             "30.0",
             r#"{"error": "tool load_skill exceeded its declared timeout of 30.0s", "tool": "load_skill", "timeoutSeconds": 30.0, "timeout": true}"#,
         );
+    }
+
+    #[test]
+    fn error_payloads_name_paths_relative_to_the_root() {
+        let root = std::path::Path::new("/srv/proj");
+        let error = r#"{"error": "read /srv/proj/.sdd/x.json: gone; list /srv/proj: no; /srv/proj-old/a", "hint": "h"}"#;
+        assert_eq!(
+            relative_if(true, error.to_owned(), root),
+            r#"{"error": "read .sdd/x.json: gone; list .: no; /srv/proj-old/a", "hint": "h"}"#
+        );
+        let success = r#"{"path": "/srv/proj/.sdd/runtime/signals/SHUTDOWN"}"#;
+        assert_eq!(relative_if(false, success.to_owned(), root), success);
     }
 
     #[test]

@@ -106,3 +106,55 @@ async fn every_shutdown_refusal_is_error_and_hint_and_creates_nothing() {
         .collect();
     assert!(created.is_empty(), "{created:?}");
 }
+
+/// A project serving every tier with lineage on.
+fn project_with_lineage() -> Project {
+    Project::with(|builder| {
+        builder.tool_config(bernstein_tools::ToolConfig {
+            tier: bernstein_tools::Tier::All,
+            lineage_enabled: true,
+            ..bernstein_tools::ToolConfig::default()
+        })
+    })
+}
+
+/// An error that comes from the filesystem names its file relative to the project root: the
+/// host's layout stays out of answers. Before the fix the journal's `refusing <abs path>: ...`
+/// reached the client whole.
+#[tokio::test]
+async fn error_texts_name_paths_relative_to_the_project_root() {
+    let project = Project::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(project.dir.path().join(".sdd/context")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path(),
+        project.dir.path().join(".sdd/context/capsules"),
+    )
+    .unwrap();
+    let result = project
+        .call("bernstein_task_capsule", json!({"task_id": "t1"}))
+        .await;
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let root = project.dir.path().to_str().unwrap();
+    let canonical = std::fs::canonicalize(project.dir.path()).unwrap();
+    assert!(!text.contains(root), "{text}");
+    assert!(!text.contains(canonical.to_str().unwrap()), "{text}");
+    assert!(text.contains(".sdd/context/capsules"), "{text}");
+}
+
+/// The bearer token of a remote backend never appears in `Debug` output (logs, panics).
+#[test]
+fn the_bearer_token_is_redacted_in_debug_output() {
+    let choice = bernstein_mcp_core::BackendChoice::Remote {
+        url: "http://127.0.0.1:8052".to_owned(),
+        bearer_token: Some("s3cr3t-token-value".to_owned()),
+    };
+    let shown = format!("{choice:?}");
+    assert!(!shown.contains("s3cr3t-token-value"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+    assert!(shown.contains("http://127.0.0.1:8052"), "{shown}");
+    let builder = bernstein_mcp_core::Dispatcher::builder("/nonexistent").backend(choice);
+    let shown = format!("{builder:?}");
+    assert!(!shown.contains("s3cr3t-token-value"), "{shown}");
+}
