@@ -158,3 +158,59 @@ fn the_bearer_token_is_redacted_in_debug_output() {
     let shown = format!("{builder:?}");
     assert!(!shown.contains("s3cr3t-token-value"), "{shown}");
 }
+
+/// Makes a FIFO at `path` (its parents created first).
+fn mkfifo(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+/// Bounds a call that, before the fix, blocked for ever on a FIFO: a hang becomes a failure.
+/// The bound is generous and no duration is asserted.
+async fn bounded<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(60), call)
+        .await
+        .expect("the call blocked on a FIFO")
+}
+
+/// A FIFO where a capsule record or the lineage log is expected is refused with a clear error,
+/// at once, instead of a read that waits for a writer for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_where_a_file_is_expected_is_refused_promptly() {
+    let project = project_with_lineage();
+    let root = project.dir.path();
+    mkfifo(&root.join(".sdd/context/capsules/t1.json"));
+    let result = bounded(project.call("bernstein_task_capsule", json!({"task_id": "t1"}))).await;
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("not a regular file"), "{text}");
+    assert!(text.contains(".sdd/context/capsules/t1.json"), "{text}");
+
+    mkfifo(&root.join(".sdd/lineage/log.jsonl"));
+    let error = bounded(project.error("resources/read", json!({"uri": "lineage://stats"}))).await;
+    assert!(
+        error["message"].as_str().unwrap().contains("not a regular file"),
+        "{error}"
+    );
+    let error = bounded(project.error(
+        "resources/read",
+        json!({"uri": "lineage://artefact/src/a.rs"}),
+    ))
+    .await;
+    assert!(
+        error["message"].as_str().unwrap().contains("not a regular file"),
+        "{error}"
+    );
+    let result = bounded(project.call(
+        "bernstein_verify_lineage",
+        json!({"artefact_path": "src/a.rs"}),
+    ))
+    .await;
+    assert_eq!(result["isError"], true, "{result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("not a regular file"), "{text}");
+}
