@@ -105,6 +105,8 @@ pub struct DispatcherBuilder {
     identity: ServerIdentity,
     auth: AuthPosture,
     transports: Vec<TransportInfo>,
+    confine_workdirs: bool,
+    allowed_roots: Vec<PathBuf>,
 }
 
 impl DispatcherBuilder {
@@ -126,7 +128,28 @@ impl DispatcherBuilder {
                 command: "bernstein-mcp".to_owned(),
                 default: true,
             }],
+            confine_workdirs: false,
+            allowed_roots: Vec::new(),
         }
+    }
+
+    /// Workdir confinement. Off (the default, right for stdio, where the client is the local
+    /// user), a tool's `workdir` argument may name any project root on the machine. On (the
+    /// HTTP transport turns it on), it must resolve inside the served root or one of
+    /// [`DispatcherBuilder::allowed_roots`]; the capability card says which. Inside the root it
+    /// names, containment holds either way.
+    #[must_use]
+    pub fn confine_workdirs(mut self, confine: bool) -> DispatcherBuilder {
+        self.confine_workdirs = confine;
+        self
+    }
+
+    /// Roots besides the served one that a confined `workdir` may name (`--allow-root`). Each
+    /// must be an existing directory when the dispatcher is built.
+    #[must_use]
+    pub fn allowed_roots(mut self, roots: Vec<PathBuf>) -> DispatcherBuilder {
+        self.allowed_roots = roots;
+        self
     }
 
     /// The task backend to build.
@@ -244,6 +267,19 @@ impl DispatcherBuilder {
             )?)),
             None => None,
         };
+        let workdir_roots = if self.confine_workdirs {
+            let mut roots = Vec::new();
+            for root in std::iter::once(&self.workdir).chain(&self.allowed_roots) {
+                let real = std::fs::canonicalize(root).map_err(|err| Error::Project {
+                    path: root.clone(),
+                    reason: format!("an allowed workdir root must be an existing directory: {err}"),
+                })?;
+                roots.push(real);
+            }
+            Some(Arc::from(roots))
+        } else {
+            None
+        };
         let instructions = instructions(&|name| registered.contains(name));
         Ok(Dispatcher {
             shared: Arc::new(Shared {
@@ -258,6 +294,7 @@ impl DispatcherBuilder {
                 tier_tools,
                 registered,
                 instructions,
+                workdir_roots,
             }),
         })
     }
@@ -315,6 +352,8 @@ struct Shared {
     tier_tools: Vec<(String, Vec<String>)>,
     registered: BTreeSet<String>,
     instructions: String,
+    /// The canonical roots a `workdir` may name, when confinement is on.
+    workdir_roots: Option<Arc<[PathBuf]>>,
 }
 
 /// Which lifecycle a request is served under.
@@ -658,6 +697,7 @@ impl Dispatcher {
             advertised,
             tiers: self.shared.tier_tools.clone(),
             cost_meter: self.shared.tool_config.cost_meter,
+            workdir_confined: self.shared.workdir_roots.is_some(),
         })
     }
 
@@ -820,6 +860,7 @@ impl Dispatcher {
             },
             progress,
             cancel: in_flight.token(),
+            workdir_roots: self.shared.workdir_roots.clone(),
         };
         let outcome = self.shared.catalogue.call(&context, name, arguments).await;
         drop(in_flight);

@@ -16,6 +16,7 @@
 //! | `BERNSTEIN_MCP_TOKEN` / `BERNSTEIN_MCP_AUTH_TOKEN`, `BERNSTEIN_MCP_OAUTH_ISSUER` | what the capability card reports about auth |
 //! | `--key-file`, `BERNSTEIN_AUDIT_KEY_PATH`, `XDG_STATE_HOME`, `HOME` | the audit key (created when missing, as the reference does at start-up) |
 //! | `--anchor-run` | the run every call is anchored in |
+//! | `--allow-root` (repeatable), `BERNSTEIN_MCP_ALLOW_ROOTS` (`:`-separated) | confine tools' `workdir` to the project root plus these roots (unconfined without any) |
 //!
 //! Logs go to stderr; stdout carries nothing but protocol.
 
@@ -78,6 +79,15 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         }]);
     if let Some(run_id) = args.anchor_run {
         builder = builder.anchor_run_id(run_id);
+    }
+    // Over stdio the client is the local user, so a `workdir` may name any project root unless
+    // the operator lists the roots it may name; the HTTP transport confines always.
+    let mut allow_roots = args.allow_roots;
+    if let Some(listed) = env_raw(bernstein_mcp_core::card::ALLOW_ROOTS_ENV) {
+        allow_roots.extend(std::env::split_paths(&listed).filter(|p| !p.as_os_str().is_empty()));
+    }
+    if !allow_roots.is_empty() {
+        builder = builder.confine_workdirs(true).allowed_roots(allow_roots);
     }
     let dispatcher = builder
         .build()

@@ -214,3 +214,119 @@ async fn a_fifo_where_a_file_is_expected_is_refused_promptly() {
     let text = result["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("not a regular file"), "{text}");
 }
+
+/// A second project on the machine, with `.sdd`.
+fn other_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".sdd")).unwrap();
+    dir
+}
+
+/// The payload text of a tool result.
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+/// Whether the card read from `project` says `workdir` is confined.
+async fn card_says_confined(project: &Project) -> Value {
+    let read = project
+        .result("resources/read", json!({"uri": "bernstein://capability"}))
+        .await;
+    let card: Value = serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap();
+    card["workdir"]["confined"].clone()
+}
+
+/// Without confinement (stdio), a `workdir` may name another project root on the machine.
+#[tokio::test]
+async fn an_unconfined_workdir_may_name_another_project() {
+    let project = Project::new();
+    let other = other_project();
+    let named = other.path().to_str().unwrap();
+    for (tool, arguments) in [
+        ("bernstein_run_status", json!({"run_id": "r1", "workdir": named})),
+        ("bernstein_task_capsule", json!({"task_id": "t1", "workdir": named})),
+    ] {
+        let text = text_of(&project.call(tool, arguments).await);
+        assert!(!text.contains("outside the roots"), "{tool}: {text}");
+    }
+    let sent = project
+        .call("bernstein_shutdown_orchestrator", json!({"workdir": named}))
+        .await;
+    assert_eq!(sent["isError"], false, "{sent}");
+    assert!(other.path().join(".sdd/runtime/signals/SHUTDOWN").is_file());
+    assert_eq!(card_says_confined(&project).await, false);
+}
+
+/// With confinement on (HTTP; `--allow-root` on stdio), a `workdir` must resolve inside the
+/// served root or an allowed root: another project, a `..` escape, a symlink out and a sibling
+/// sharing the root's prefix are refused with `{error, hint}` and nothing is written.
+#[tokio::test]
+async fn a_confined_workdir_stays_in_the_served_and_allowed_roots() {
+    let allowed = other_project();
+    let allowed_path = allowed.path().to_path_buf();
+    let project = Project::with(|builder| {
+        builder
+            .confine_workdirs(true)
+            .allowed_roots(vec![allowed_path])
+    });
+    let root = project.dir.path();
+    let stranger = other_project();
+    std::fs::create_dir_all(root.join("sub/.sdd")).unwrap();
+    std::os::unix::fs::symlink(stranger.path(), root.join("link-out")).unwrap();
+    let sibling = PathBuf::from(format!("{}-evil", root.display()));
+    std::fs::create_dir_all(sibling.join(".sdd")).unwrap();
+    let refused = [
+        stranger.path().to_str().unwrap().to_owned(),
+        "..".to_owned(),
+        "link-out".to_owned(),
+        sibling.to_str().unwrap().to_owned(),
+        "/".to_owned(),
+        "missing-dir".to_owned(),
+    ];
+    let stranger_before = tree(stranger.path());
+    for workdir in &refused {
+        for (tool, arguments) in [
+            ("bernstein_run_status", json!({"run_id": "r1", "workdir": workdir})),
+            ("bernstein_task_capsule", json!({"task_id": "t1", "workdir": workdir})),
+            ("bernstein_shutdown_orchestrator", json!({"workdir": workdir})),
+            ("bernstein_task_handle", json!({"run_id": "r1", "workdir": workdir})),
+        ] {
+            let result = project.call(tool, arguments).await;
+            assert_eq!(result["isError"], true, "{tool} {workdir}: {result}");
+            let mut body = payload(&result);
+            if body.get("deprecated").is_some() {
+                body = body["result"].clone();
+            }
+            assert!(
+                body["error"].as_str().unwrap().contains("outside the roots"),
+                "{tool} {workdir}: {body}"
+            );
+            assert!(body["hint"].is_string(), "{tool} {workdir}: {body}");
+        }
+    }
+    assert_eq!(tree(stranger.path()), stranger_before);
+    assert!(!sibling.join(".sdd/runtime").exists());
+    std::fs::remove_dir_all(&sibling).unwrap();
+
+    // The served root, a directory inside it and an allowed root are served.
+    for workdir in [
+        ".".to_owned(),
+        "sub".to_owned(),
+        allowed.path().to_str().unwrap().to_owned(),
+    ] {
+        let text = text_of(
+            &project
+                .call("bernstein_task_capsule", json!({"task_id": "t1", "workdir": workdir}))
+                .await,
+        );
+        assert!(!text.contains("outside the roots"), "{workdir}: {text}");
+    }
+    let sent = project
+        .call(
+            "bernstein_shutdown_orchestrator",
+            json!({"workdir": allowed.path().to_str().unwrap()}),
+        )
+        .await;
+    assert_eq!(sent["isError"], false, "{sent}");
+    assert_eq!(card_says_confined(&project).await, true);
+}
