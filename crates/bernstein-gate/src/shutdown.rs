@@ -163,7 +163,11 @@ pub fn send_shutdown_signal_from(
 
 /// The write half of [`send_shutdown_signal_from`]: every step relative to a directory handle,
 /// no link followed.
-fn write_signal(root: &Path, content: &str, workdir_repr: &dyn Fn() -> String) -> Result<(), Error> {
+fn write_signal(
+    root: &Path,
+    content: &str,
+    workdir_repr: &dyn Fn() -> String,
+) -> Result<(), Error> {
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let [sdd, runtime, signals, file_name] = SHUTDOWN_SEGMENTS;
     let mut entry = PathBuf::new();

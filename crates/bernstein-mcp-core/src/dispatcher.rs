@@ -83,10 +83,7 @@ impl std::fmt::Debug for BackendChoice {
             BackendChoice::Remote { url, bearer_token } => f
                 .debug_struct("Remote")
                 .field("url", url)
-                .field(
-                    "bearer_token",
-                    &bearer_token.as_ref().map(|_| "<redacted>"),
-                )
+                .field("bearer_token", &bearer_token.as_ref().map(|_| "<redacted>"))
                 .finish(),
         }
     }

@@ -294,7 +294,10 @@ impl Catalogue {
                     let payload = tools::run_alias(self, ctx, alias.name, &args).await;
                     let failed = reports_error(&payload);
                     let payload = relative_if(failed, payload, &ctx.workdir);
-                    (alias_wrapper(alias.name, alias.replacement, &payload), failed)
+                    (
+                        alias_wrapper(alias.name, alias.replacement, &payload),
+                        failed,
+                    )
                 }
             }
         };
@@ -403,7 +406,9 @@ fn firewall_hint(tool: &str) -> Option<&'static str> {
         "bernstein_shutdown_orchestrator" | "bernstein_stop" => {
             Some(bernstein_gate::shutdown::REFUSAL_HINT)
         }
-        "bernstein_approve" | "bernstein_complete" | "bernstein_cancel"
+        "bernstein_approve"
+        | "bernstein_complete"
+        | "bernstein_cancel"
         | "bernstein_post_artifact" => Some(FIREWALL_HINT),
         _ => None,
     }

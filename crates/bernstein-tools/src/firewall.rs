@@ -494,7 +494,10 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("/sarif_result", "object key contains disallowed control character"),
+                (
+                    "/sarif_result",
+                    "object key contains disallowed control character"
+                ),
                 ("/", "object key contains disallowed control character"),
             ]
         );

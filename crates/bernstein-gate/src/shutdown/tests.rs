@@ -408,7 +408,10 @@ fn the_send_follows_no_link_below_the_root() {
     scratch.link("proj/.sdd/runtime/signals/SHUTDOWN", "../../../notes.txt");
     let refusal = send(&scratch, "proj").unwrap_err();
     assert!(matches!(refusal, Error::Symlink { .. }), "{refusal:?}");
-    assert_eq!(fs::read_to_string(scratch.path("proj/notes.txt")).unwrap(), "keep\n");
+    assert_eq!(
+        fs::read_to_string(scratch.path("proj/notes.txt")).unwrap(),
+        "keep\n"
+    );
 }
 
 #[test]
@@ -426,14 +429,20 @@ fn a_signal_that_is_not_a_regular_file_of_its_own_is_refused() {
     )
     .unwrap();
     let refusal = send(&scratch, "proj").unwrap_err();
-    assert!(matches!(refusal, Error::NotARegularFile { .. }), "{refusal:?}");
+    assert!(
+        matches!(refusal, Error::NotARegularFile { .. }),
+        "{refusal:?}"
+    );
     fs::remove_file(&signal).unwrap();
 
     // A hard link to a file outside the project: a write would change that file.
     fs::write(scratch.path("outside/victim"), "precious\n").unwrap();
     fs::hard_link(scratch.path("outside/victim"), &signal).unwrap();
     let refusal = send(&scratch, "proj").unwrap_err();
-    assert!(matches!(refusal, Error::NotARegularFile { .. }), "{refusal:?}");
+    assert!(
+        matches!(refusal, Error::NotARegularFile { .. }),
+        "{refusal:?}"
+    );
     assert_eq!(
         fs::read_to_string(scratch.path("outside/victim")).unwrap(),
         "precious\n"
@@ -443,7 +452,10 @@ fn a_signal_that_is_not_a_regular_file_of_its_own_is_refused() {
     // A directory at the signal path.
     fs::create_dir(&signal).unwrap();
     let refusal = send(&scratch, "proj").unwrap_err();
-    assert!(matches!(refusal, Error::NotARegularFile { .. }), "{refusal:?}");
+    assert!(
+        matches!(refusal, Error::NotARegularFile { .. }),
+        "{refusal:?}"
+    );
 }
 
 #[test]

@@ -79,7 +79,10 @@ async fn every_shutdown_refusal_is_error_and_hint_and_creates_nothing() {
         ("no .sdd", json!({"workdir": text(at("bare"))})),
         ("escape", json!({"workdir": text(at("escaping"))})),
         ("link inside", json!({"workdir": text(at("inner"))})),
-        ("signal is a directory", json!({"workdir": text(at("dirsignal"))})),
+        (
+            "signal is a directory",
+            json!({"workdir": text(at("dirsignal"))}),
+        ),
         ("symlink loop", json!({"workdir": text(at("loop"))})),
     ];
     let project_before = tree(project.dir.path());
@@ -193,7 +196,10 @@ async fn a_fifo_where_a_file_is_expected_is_refused_promptly() {
     mkfifo(&root.join(".sdd/lineage/log.jsonl"));
     let error = bounded(project.error("resources/read", json!({"uri": "lineage://stats"}))).await;
     assert!(
-        error["message"].as_str().unwrap().contains("not a regular file"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file"),
         "{error}"
     );
     let error = bounded(project.error(
@@ -202,7 +208,10 @@ async fn a_fifo_where_a_file_is_expected_is_refused_promptly() {
     ))
     .await;
     assert!(
-        error["message"].as_str().unwrap().contains("not a regular file"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file"),
         "{error}"
     );
     let result = bounded(project.call(
@@ -243,8 +252,14 @@ async fn an_unconfined_workdir_may_name_another_project() {
     let other = other_project();
     let named = other.path().to_str().unwrap();
     for (tool, arguments) in [
-        ("bernstein_run_status", json!({"run_id": "r1", "workdir": named})),
-        ("bernstein_task_capsule", json!({"task_id": "t1", "workdir": named})),
+        (
+            "bernstein_run_status",
+            json!({"run_id": "r1", "workdir": named}),
+        ),
+        (
+            "bernstein_task_capsule",
+            json!({"task_id": "t1", "workdir": named}),
+        ),
     ] {
         let text = text_of(&project.call(tool, arguments).await);
         assert!(!text.contains("outside the roots"), "{tool}: {text}");
@@ -286,10 +301,22 @@ async fn a_confined_workdir_stays_in_the_served_and_allowed_roots() {
     let stranger_before = tree(stranger.path());
     for workdir in &refused {
         for (tool, arguments) in [
-            ("bernstein_run_status", json!({"run_id": "r1", "workdir": workdir})),
-            ("bernstein_task_capsule", json!({"task_id": "t1", "workdir": workdir})),
-            ("bernstein_shutdown_orchestrator", json!({"workdir": workdir})),
-            ("bernstein_task_handle", json!({"run_id": "r1", "workdir": workdir})),
+            (
+                "bernstein_run_status",
+                json!({"run_id": "r1", "workdir": workdir}),
+            ),
+            (
+                "bernstein_task_capsule",
+                json!({"task_id": "t1", "workdir": workdir}),
+            ),
+            (
+                "bernstein_shutdown_orchestrator",
+                json!({"workdir": workdir}),
+            ),
+            (
+                "bernstein_task_handle",
+                json!({"run_id": "r1", "workdir": workdir}),
+            ),
         ] {
             let result = project.call(tool, arguments).await;
             assert_eq!(result["isError"], true, "{tool} {workdir}: {result}");
@@ -298,7 +325,10 @@ async fn a_confined_workdir_stays_in_the_served_and_allowed_roots() {
                 body = body["result"].clone();
             }
             assert!(
-                body["error"].as_str().unwrap().contains("outside the roots"),
+                body["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("outside the roots"),
                 "{tool} {workdir}: {body}"
             );
             assert!(body["hint"].is_string(), "{tool} {workdir}: {body}");
@@ -316,7 +346,10 @@ async fn a_confined_workdir_stays_in_the_served_and_allowed_roots() {
     ] {
         let text = text_of(
             &project
-                .call("bernstein_task_capsule", json!({"task_id": "t1", "workdir": workdir}))
+                .call(
+                    "bernstein_task_capsule",
+                    json!({"task_id": "t1", "workdir": workdir}),
+                )
                 .await,
         );
         assert!(!text.contains("outside the roots"), "{workdir}: {text}");

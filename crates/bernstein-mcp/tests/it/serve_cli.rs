@@ -239,7 +239,11 @@ fn allow_root_confines_workdir_arguments() {
         )
     };
     let lines = vec![
-        request(1, "resources/read", json!({"uri": "bernstein://capability"})),
+        request(
+            1,
+            "resources/read",
+            json!({"uri": "bernstein://capability"}),
+        ),
         call(2, &allowed),
         call(3, &stranger),
     ];

@@ -96,8 +96,7 @@ const WORKDIR_TOOLS: [&str; 6] = [
 ];
 
 /// The hint of a `workdir` refused by confinement.
-pub(crate) const CONFINEMENT_HINT: &str =
-    "workdir must be the served project root, a directory inside it, or a root the operator allowed";
+pub(crate) const CONFINEMENT_HINT: &str = "workdir must be the served project root, a directory inside it, or a root the operator allowed";
 
 /// Workdir confinement (see [`ToolContext::workdir_roots`]): with confinement on, the `workdir`
 /// of `name` must resolve (symlinks followed) to an existing directory inside one of the

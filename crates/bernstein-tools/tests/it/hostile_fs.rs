@@ -123,7 +123,15 @@ async fn the_shutdown_write_cannot_be_raced_onto_a_file_outside_the_root() {
     }
     stop.store(true, Ordering::Relaxed);
     swapper.join().unwrap();
-    eprintln!("{calls} calls: {sent} sent, {refused} refused");
-    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
-    assert_eq!(tree(outside.path()), before, "nothing changed outside the root");
+    let counts = format!("{calls} calls: {sent} sent, {refused} refused");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "precious\n",
+        "{counts}"
+    );
+    assert_eq!(
+        tree(outside.path()),
+        before,
+        "something changed outside the root ({counts})"
+    );
 }
