@@ -481,6 +481,18 @@ pub(crate) fn inspector_reply(finished: Finished) -> Reply {
 /// `{"result": …, "_meter": …}` envelope stripped. `Err` for a protocol failure or an
 /// `isError` result.
 pub(crate) fn tool_payload(reply: &Reply) -> Result<Value, String> {
+    if reply.body.get("isError").and_then(Value::as_bool) == Some(true) {
+        let text = refusal_payload(reply)
+            .map(|payload| payload.to_string())
+            .unwrap_or_default();
+        return Err(format!("isError: {}", shorten(&text, 300)));
+    }
+    refusal_payload(reply)
+}
+
+/// The payload of a tool result whatever its `isError`: a refusal is answered with
+/// `isError: true` and its structured payload, which an expected refusal is judged on.
+fn refusal_payload(reply: &Reply) -> Result<Value, String> {
     if !reply.ok {
         return Err(format!("protocol error: {}", brief(&reply.body)));
     }
@@ -492,9 +504,6 @@ pub(crate) fn tool_payload(reply: &Reply) -> Result<Value, String> {
         .and_then(|block| block.get("text"))
         .and_then(Value::as_str)
         .ok_or_else(|| format!("no text content in {}", brief(&reply.body)))?;
-    if reply.body.get("isError").and_then(Value::as_bool) == Some(true) {
-        return Err(format!("isError: {}", shorten(text, 300)));
-    }
     let parsed: Value = serde_json::from_str(text).unwrap_or_else(|_| Value::from(text));
     Ok(match parsed {
         Value::Object(mut envelope) if envelope.contains_key("_meter") => {
@@ -572,9 +581,21 @@ pub(crate) fn judge(step: &Step, reply: &Reply) -> (Result<String, String>, Opti
                 None => (check(&payload), Some(payload)),
             },
         },
-        Expect::Refusal(prefix) => match tool_payload(reply) {
+        Expect::Refusal(prefix) => match refusal_payload(reply) {
             Err(err) => (Err(err), None),
             Ok(payload) => match refusal(&payload) {
+                // A refusal is an error result (`isError: true`), beyond the reference.
+                Some(error)
+                    if error.starts_with(prefix)
+                        && reply.body.get("isError").and_then(Value::as_bool) != Some(true) =>
+                {
+                    (
+                        Err(format!(
+                            "refused with {error:?} but not as an isError result"
+                        )),
+                        Some(payload),
+                    )
+                }
                 Some(error) if error.starts_with(prefix) => {
                     (Ok(format!("refused as expected ({prefix})")), Some(payload))
                 }
@@ -868,7 +889,11 @@ mod tests {
             ok: true,
             body: json!({"content": [{"type": "text", "text": json!({"result": payload, "_meter": {}}).to_string()}], "isError": false}),
         };
-        let refused = answer(json!({"error": "task_not_awaiting_approval"}));
+        let refused = Reply {
+            ok: true,
+            body: json!({"content": [{"type": "text", "text": json!({"result": {"error": "task_not_awaiting_approval"}, "_meter": {}}).to_string()}], "isError": true}),
+        };
+        let refused_as_success = answer(json!({"error": "task_not_awaiting_approval"}));
         let done = answer(json!({"status": "done"}));
         let expect_done = Step::new(
             "x",
@@ -883,6 +908,7 @@ mod tests {
         assert!(judge(&expect_done, &done).0.is_ok());
         assert!(judge(&expect_done, &refused).0.is_err());
         assert!(judge(&expect_refusal, &refused).0.is_ok());
+        assert!(judge(&expect_refusal, &refused_as_success).0.is_err());
         assert!(judge(&expect_refusal, &done).0.is_err());
     }
 

@@ -7,7 +7,7 @@
 
 use bernstein_protocol::pyjson::Object;
 
-use crate::shutdown::{MAX_PATH_BYTES, REFUSAL_HINT};
+use crate::shutdown::{MAX_PATH_BYTES, REFUSAL_HINT, WRITE_FAILURE_HINT};
 
 /// Why a workdir cannot name a shutdown-signal path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,14 +51,48 @@ pub enum Error {
         /// The workdir as Python's `repr` spells it.
         workdir_repr: String,
     },
+    /// At write time, an entry on the way to `SHUTDOWN` is a symlink (or not a directory):
+    /// the write follows no link, so it cannot be raced onto another file.
+    #[error(
+        "shutdown signal path has a symlink or non-directory at {entry} below the project root named by workdir, and the signal is written without following links: {workdir_repr}"
+    )]
+    Symlink {
+        /// The workdir as Python's `repr` spells it.
+        workdir_repr: String,
+        /// The entry, relative to the project root (`.sdd/runtime`, ...).
+        entry: String,
+    },
+    /// `SHUTDOWN` exists and is not a regular file of its own (a FIFO, device, socket,
+    /// directory, or a file with other hard links).
+    #[error(
+        "shutdown signal path exists and is not a regular file with a single link: {workdir_repr}"
+    )]
+    NotARegularFile {
+        /// The workdir as Python's `repr` spells it.
+        workdir_repr: String,
+    },
+    /// The filesystem refused the write after every check passed (permissions, no space).
+    #[error("cannot write the shutdown signal at {entry}: {reason}")]
+    Write {
+        /// The entry, relative to the project root.
+        entry: String,
+        /// The operating system's reason.
+        reason: String,
+    },
 }
 
 impl Error {
     /// The stdio tool error: `{"error": <message>, "hint": "workdir must be an existing
-    /// Bernstein project root"}`. The remote transport reports the bare message instead.
+    /// Bernstein project root"}` (for a failed write after the checks, the hint is
+    /// "Could not write shutdown signal"). The remote transport reports the bare message
+    /// instead.
     pub fn refusal_payload(&self) -> Object {
+        let hint = match self {
+            Error::Write { .. } => WRITE_FAILURE_HINT,
+            _ => REFUSAL_HINT,
+        };
         Object::new()
             .with("error", self.to_string())
-            .with("hint", REFUSAL_HINT)
+            .with("hint", hint)
     }
 }

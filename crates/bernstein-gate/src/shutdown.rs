@@ -22,9 +22,19 @@
 //! Naming a root is allowed: any other Bernstein project on the machine is a legitimate target.
 //! The barrier is against a workdir that reaches past the root it names.
 //!
-//! This module reads the filesystem (`lstat`, `stat`, `readlink`, the working directory) and
-//! never writes it: a refused call leaves no trace. It does not create the signal's parent
-//! directories either; that is the caller's write, made through the returned path.
+//! [`shutdown_signal_path`] reads the filesystem (`lstat`, `stat`, `readlink`, the working
+//! directory) and never writes it: a refused call leaves no trace.
+//!
+//! A check followed by a write through a path is a race: between the two, another process can
+//! swap `SHUTDOWN` (or `signals`, or `runtime`) for a symlink to any file or directory, and a
+//! write that follows links then lands there. [`send_shutdown_signal_from`] therefore does the
+//! write itself, after the barrier, relative to a directory handle opened on the resolved root:
+//! each of `.sdd`, `runtime` and `signals` is opened with `O_NOFOLLOW | O_DIRECTORY` (the two
+//! lower ones created first with `mkdirat`, which never follows a link), and `SHUTDOWN` is opened
+//! with `O_NOFOLLOW | O_NONBLOCK`, checked with `fstat` to be a regular file with one link, then
+//! truncated, written and synced. No link below the root is followed at write time, even one
+//! that stays inside the root (the barrier's check accepts those, as the reference does; the
+//! write refuses them, because following a link is exactly what the race exploits).
 //!
 //! Two edge cases differ from the reference on purpose, because the reference lets a raw
 //! exception escape instead of answering: a symlink loop in the workdir itself is refused as
@@ -34,8 +44,12 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::io;
+use std::io::{self, Write as _};
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use bernstein_protocol::pyjson::{Object, Value};
 
@@ -108,14 +122,123 @@ impl<'a> From<&'a str> for Workdir<'a> {
 /// The contained `SHUTDOWN` path for the project root named by `workdir`, resolving a relative
 /// workdir against the process's working directory.
 pub fn shutdown_signal_path(workdir: Workdir<'_>) -> Result<PathBuf, Error> {
-    signal_path(workdir, std::env::current_dir)
+    signal_path(workdir, std::env::current_dir).map(|(_, candidate)| candidate)
 }
 
 /// As [`shutdown_signal_path`], resolving a relative workdir against `cwd` instead of the
 /// process's working directory. `cwd` must be absolute and free of symlinks, as `getcwd`
 /// returns it.
 pub fn shutdown_signal_path_from(workdir: Workdir<'_>, cwd: &Path) -> Result<PathBuf, Error> {
-    signal_path(workdir, || Ok(cwd.to_path_buf()))
+    signal_path(workdir, || Ok(cwd.to_path_buf())).map(|(_, candidate)| candidate)
+}
+
+/// Runs the barrier on `workdir` (a relative one resolved against `cwd`, which must be absolute
+/// and free of symlinks), then writes `content` into the project's `SHUTDOWN` signal without
+/// following any link below the resolved root (see the module docs), and returns the path
+/// written.
+///
+/// # Errors
+///
+/// Every barrier refusal of [`shutdown_signal_path_from`]; [`Error::Symlink`] when an entry on
+/// the way is a symlink (or not a directory) at write time; [`Error::NotARegularFile`] when
+/// `SHUTDOWN` is a FIFO, device, socket, directory or a file with other hard links;
+/// [`Error::NotAProjectRoot`] when `.sdd` vanished after the check; [`Error::Write`] when the
+/// filesystem refuses the write itself.
+pub fn send_shutdown_signal_from(
+    workdir: Workdir<'_>,
+    cwd: &Path,
+    content: &str,
+) -> Result<PathBuf, Error> {
+    let (root, _) = signal_path(workdir, || Ok(cwd.to_path_buf()))?;
+    let workdir_repr = || match workdir {
+        Workdir::Text(raw) => python_str_repr(raw),
+        // The barrier refuses every other shape before this point.
+        Workdir::Bytes | Workdir::Other { .. } => String::new(),
+    };
+    write_signal(&root, content, &workdir_repr)?;
+    let mut path = root;
+    path.extend(SHUTDOWN_SEGMENTS);
+    Ok(path)
+}
+
+/// The write half of [`send_shutdown_signal_from`]: every step relative to a directory handle,
+/// no link followed.
+fn write_signal(
+    root: &Path,
+    content: &str,
+    workdir_repr: &dyn Fn() -> String,
+) -> Result<(), Error> {
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let [sdd, runtime, signals, file_name] = SHUTDOWN_SEGMENTS;
+    let mut entry = PathBuf::new();
+    let not_followed = |entry: &Path| Error::Symlink {
+        workdir_repr: workdir_repr(),
+        entry: entry.display().to_string(),
+    };
+    let write_error = |entry: &Path, errno: Errno| Error::Write {
+        entry: entry.display().to_string(),
+        reason: io::Error::from(errno).to_string(),
+    };
+    let mut dir: OwnedFd = match rustix::fs::openat(rustix::fs::CWD, root, dir_flags, Mode::empty())
+    {
+        Ok(fd) => fd,
+        Err(Errno::LOOP | Errno::NOTDIR) => return Err(not_followed(Path::new("."))),
+        Err(errno) => return Err(write_error(Path::new("."), errno)),
+    };
+    for name in [sdd, runtime, signals] {
+        entry.push(name);
+        // `.sdd` is never created: the tool stops a project that exists. `mkdirat` does not
+        // follow a link in the last component, so it creates inside `dir` or reports EEXIST.
+        if name != sdd {
+            match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(errno) => return Err(write_error(&entry, errno)),
+            }
+        }
+        dir = match rustix::fs::openat(&dir, name, dir_flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::LOOP | Errno::NOTDIR) => return Err(not_followed(&entry)),
+            Err(Errno::NOENT) if name == sdd => {
+                return Err(Error::NotAProjectRoot {
+                    workdir_repr: workdir_repr(),
+                });
+            }
+            Err(errno) => return Err(write_error(&entry, errno)),
+        };
+    }
+    entry.push(file_name);
+    // O_NONBLOCK: opening a FIFO for writing must not wait for a reader. No O_TRUNC yet: the
+    // file is truncated only once it is known to be a regular file of its own.
+    let file_flags = OFlags::WRONLY
+        | OFlags::CREATE
+        | OFlags::NOFOLLOW
+        | OFlags::NONBLOCK
+        | OFlags::NOCTTY
+        | OFlags::CLOEXEC;
+    let not_regular = || Error::NotARegularFile {
+        workdir_repr: workdir_repr(),
+    };
+    let fd = match rustix::fs::openat(&dir, file_name, file_flags, Mode::from_raw_mode(0o666)) {
+        Ok(fd) => fd,
+        Err(Errno::LOOP) => return Err(not_followed(&entry)),
+        // A FIFO without a reader, or a directory.
+        Err(Errno::NXIO | Errno::ISDIR) => return Err(not_regular()),
+        Err(errno) => return Err(write_error(&entry, errno)),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|errno| write_error(&entry, errno))?;
+    // A second hard link would make the file reachable from outside the root, so a write would
+    // change a file the caller does not own through this project.
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
+        return Err(not_regular());
+    }
+    rustix::fs::ftruncate(&fd, 0).map_err(|errno| write_error(&entry, errno))?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(content.as_bytes())
+        .and_then(|()| file.sync_data())
+        .map_err(|err| Error::Write {
+            entry: entry.display().to_string(),
+            reason: err.to_string(),
+        })
 }
 
 /// The stdio success answer: `{"status": "shutdown signal sent", "path": <signal path>}`.
@@ -126,10 +249,11 @@ pub fn signal_sent(path: &Path) -> Object {
         .with("path", path.to_string_lossy().into_owned())
 }
 
+/// The barrier: the resolved root and the resolved, contained signal path under it.
 fn signal_path(
     workdir: Workdir<'_>,
     cwd: impl FnOnce() -> io::Result<PathBuf>,
-) -> Result<PathBuf, Error> {
+) -> Result<(PathBuf, PathBuf), Error> {
     let raw = screen(workdir)?;
     let unaddressable = || Error::Unaddressable {
         workdir_repr: python_str_repr(raw),
@@ -161,12 +285,13 @@ fn signal_path(
             workdir_repr: python_str_repr(raw),
         });
     }
-    contained_signal_path(&root).map_err(|failure| match failure {
+    let candidate = contained_signal_path(&root).map_err(|failure| match failure {
         Containment::Unresolvable => unaddressable(),
         Containment::Escapes => Error::Escapes {
             workdir_repr: python_str_repr(raw),
         },
-    })
+    })?;
+    Ok((root, candidate))
 }
 
 /// Step 1: the shape screen. No filesystem call happens before this passes.

@@ -34,6 +34,7 @@ pub mod identity;
 pub mod key;
 pub mod lineage_log;
 pub mod mailbox;
+pub mod regular_file;
 pub mod run_journal;
 
 pub use error::Error;

@@ -3,7 +3,8 @@
 //! The card is rebuilt from the dispatcher's live configuration on every read: reachable
 //! transports, configured auth modes (including the OAuth discovery state under `auth.oauth`),
 //! the active tool tier and what each tier serves, the cost-meter state, the spec revision the
-//! request is served under, and the prompt catalogue. Its text is `json.dumps(card,
+//! request is served under, the prompt catalogue, and (beyond the reference) whether `workdir`
+//! arguments are confined to the served root and the operator's `--allow-root` roots. Its text is `json.dumps(card,
 //! sort_keys=True)` (PY-SPACED), the shape the reference publishes
 //! (`transcripts/capability_card_stdio.pretty.json`).
 
@@ -118,6 +119,30 @@ pub struct CardInputs<'a> {
     pub tiers: Vec<(String, Vec<String>)>,
     /// Whether results carry the `_meter` envelope.
     pub cost_meter: bool,
+    /// Whether `workdir` arguments are confined to the served root and the operator's roots.
+    pub workdir_confined: bool,
+}
+
+/// The flag that lists a root a confined `workdir` may name besides the served one.
+pub const ALLOW_ROOT_FLAG: &str = "--allow-root";
+/// The environment variable with the same roots, `:`-separated.
+pub const ALLOW_ROOTS_ENV: &str = "BERNSTEIN_MCP_ALLOW_ROOTS";
+
+/// The card's `workdir` section: whether a tool's `workdir` argument may name any directory on
+/// the host or only the served root and the operator's roots. The roots themselves are not
+/// listed, so the card does not tell a remote client how the host is laid out.
+fn workdir_section(confined: bool) -> Object {
+    let scope = if confined {
+        "served-root-and-allowed-roots"
+    } else {
+        "any-project-root"
+    };
+    Object::new()
+        .with("confined", confined)
+        .with("scope", scope)
+        .with("allowRootFlag", ALLOW_ROOT_FLAG)
+        .with("envVar", ALLOW_ROOTS_ENV)
+        .with("containment", "always")
 }
 
 /// The card as a Python-JSON object.
@@ -199,7 +224,8 @@ pub fn capability_card(inputs: &CardInputs<'_>) -> PyValue {
         .with(
             "toolSurface",
             tool_surface_receipt(inputs.auth.bearer_token_configured),
-        );
+        )
+        .with("workdir", workdir_section(inputs.workdir_confined));
     PyValue::Object(card)
 }
 
@@ -278,6 +304,7 @@ mod tests {
             advertised: vec![],
             tiers: vec![],
             cost_meter: false,
+            workdir_confined: false,
         };
         let card = capability_card(&inputs);
         let auth = card

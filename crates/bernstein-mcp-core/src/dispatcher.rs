@@ -64,8 +64,8 @@ const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
-/// Which task backend a built dispatcher drives.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Which task backend a built dispatcher drives. Its `Debug` output redacts the bearer token.
+#[derive(Clone, PartialEq, Eq, Default)]
 pub enum BackendChoice {
     /// The durable store under `<workdir>/.sdd/` (no task server needed).
     #[default]
@@ -77,6 +77,19 @@ pub enum BackendChoice {
         /// The bearer the task server requires (`BERNSTEIN_AUTH_TOKEN`).
         bearer_token: Option<String>,
     },
+}
+
+impl std::fmt::Debug for BackendChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BackendChoice::Embedded => f.write_str("Embedded"),
+            BackendChoice::Remote { url, bearer_token } => f
+                .debug_struct("Remote")
+                .field("url", url)
+                .field("bearer_token", &bearer_token.as_ref().map(|_| "<redacted>"))
+                .finish(),
+        }
+    }
 }
 
 /// Builds a [`Dispatcher`]: the embedding API.
@@ -94,6 +107,8 @@ pub struct DispatcherBuilder {
     auth: AuthPosture,
     transports: Vec<TransportInfo>,
     limits: Limits,
+    confine_workdirs: bool,
+    allowed_roots: Vec<PathBuf>,
 }
 
 impl DispatcherBuilder {
@@ -117,7 +132,28 @@ impl DispatcherBuilder {
                 default: true,
             }],
             limits: Limits::default(),
+            confine_workdirs: false,
+            allowed_roots: Vec::new(),
         }
+    }
+
+    /// Workdir confinement. Off (the default, right for stdio, where the client is the local
+    /// user), a tool's `workdir` argument may name any project root on the machine. On (the
+    /// HTTP transport turns it on), it must resolve inside the served root or one of
+    /// [`DispatcherBuilder::allowed_roots`]; the capability card says which. Inside the root it
+    /// names, containment holds either way.
+    #[must_use]
+    pub fn confine_workdirs(mut self, confine: bool) -> DispatcherBuilder {
+        self.confine_workdirs = confine;
+        self
+    }
+
+    /// Roots besides the served one that a confined `workdir` may name (`--allow-root`). Each
+    /// must be an existing directory when the dispatcher is built.
+    #[must_use]
+    pub fn allowed_roots(mut self, roots: Vec<PathBuf>) -> DispatcherBuilder {
+        self.allowed_roots = roots;
+        self
     }
 
     /// The task backend to build.
@@ -253,6 +289,19 @@ impl DispatcherBuilder {
             )?)),
             None => None,
         };
+        let workdir_roots = if self.confine_workdirs {
+            let mut roots = Vec::new();
+            for root in std::iter::once(&self.workdir).chain(&self.allowed_roots) {
+                let real = std::fs::canonicalize(root).map_err(|err| Error::Project {
+                    path: root.clone(),
+                    reason: format!("an allowed workdir root must be an existing directory: {err}"),
+                })?;
+                roots.push(real);
+            }
+            Some(Arc::from(roots))
+        } else {
+            None
+        };
         let instructions = instructions(&|name| registered.contains(name));
         Ok(Dispatcher {
             shared: Arc::new(Shared {
@@ -271,6 +320,7 @@ impl DispatcherBuilder {
                     self.limits.max_in_flight.min(Semaphore::MAX_PERMITS),
                 )),
                 limits: self.limits,
+                workdir_roots,
             }),
         })
     }
@@ -331,6 +381,8 @@ struct Shared {
     limits: Limits,
     /// One permit per request in flight, over every stream ([`Limits::max_in_flight`]).
     slots: Arc<Semaphore>,
+    /// The canonical roots a `workdir` may name, when confinement is on.
+    workdir_roots: Option<Arc<[PathBuf]>>,
 }
 
 /// Which lifecycle a request is served under.
@@ -743,6 +795,7 @@ impl Dispatcher {
             advertised,
             tiers: self.shared.tier_tools.clone(),
             cost_meter: self.shared.tool_config.cost_meter,
+            workdir_confined: self.shared.workdir_roots.is_some(),
         })
     }
 
@@ -810,6 +863,11 @@ impl Dispatcher {
             .param("name")
             .and_then(JsonValue::as_str)
             .ok_or_else(|| RpcError::invalid_params("tools/call needs a string name"))?;
+        // An unknown name (or one outside the tier, or a disabled alias) is a protocol error,
+        // as the MCP spec words it, not a tool result; nothing is anchored for it.
+        if !self.shared.catalogue.is_callable(name) {
+            return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
+        }
         let arguments = match request.param("arguments") {
             None | Some(JsonValue::Null) => JsonValue::Object(Map::new()),
             Some(object @ JsonValue::Object(_)) => object.clone(),
@@ -896,6 +954,7 @@ impl Dispatcher {
             },
             progress,
             cancel: in_flight.token(),
+            workdir_roots: self.shared.workdir_roots.clone(),
         };
         let outcome = self.shared.catalogue.call(&context, name, arguments).await;
         drop(in_flight);

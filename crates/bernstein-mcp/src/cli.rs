@@ -43,6 +43,11 @@ pub(crate) struct ServeArgs {
     /// $XDG_STATE_HOME/bernstein/audit.key, then ~/.local/state/bernstein/audit.key.
     #[arg(long, value_name = "F")]
     pub(crate) key_file: Option<PathBuf>,
+    /// Confine the `workdir` argument of the tools that take one to the served project root and
+    /// the roots given here (repeatable; also $BERNSTEIN_MCP_ALLOW_ROOTS, `:`-separated). Without
+    /// any, a local stdio client may name any project root on the machine.
+    #[arg(long = "allow-root", value_name = "DIR")]
+    pub(crate) allow_roots: Vec<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -17,6 +17,7 @@
 //! | `--key-file`, `BERNSTEIN_AUDIT_KEY_PATH`, `XDG_STATE_HOME`, `HOME` | the audit key (created when missing, as the reference does at start-up) |
 //! | `--anchor-run` | the run every call is anchored in |
 //! | `BERNSTEIN_MCP_DLP` | the mailbox DLP rule set: `extended` (default) or `reference` (the reference's eight rules, byte for byte) |
+//! | `--allow-root` (repeatable), `BERNSTEIN_MCP_ALLOW_ROOTS` (`:`-separated) | confine tools' `workdir` to the project root plus these roots (unconfined without any) |
 //!
 //! Logs go to stderr; stdout carries nothing but protocol.
 
@@ -85,6 +86,15 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         }]);
     if let Some(run_id) = args.anchor_run {
         builder = builder.anchor_run_id(run_id);
+    }
+    // Over stdio the client is the local user, so a `workdir` may name any project root unless
+    // the operator lists the roots it may name; the HTTP transport confines always.
+    let mut allow_roots = args.allow_roots;
+    if let Some(listed) = env_raw(bernstein_mcp_core::card::ALLOW_ROOTS_ENV) {
+        allow_roots.extend(std::env::split_paths(&listed).filter(|p| !p.as_os_str().is_empty()));
+    }
+    if !allow_roots.is_empty() {
+        builder = builder.confine_workdirs(true).allowed_roots(allow_roots);
     }
     let dispatcher = builder
         .build()

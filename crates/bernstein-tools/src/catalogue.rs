@@ -232,6 +232,7 @@ impl Catalogue {
             call_id: call_id.to_owned(),
             latency_ms: 0.0,
             started: bernstein_journal::audit::Timestamp::now(),
+            ok: true,
         };
         PyValue::Object(
             Object::new()
@@ -244,11 +245,13 @@ impl Catalogue {
     /// Answers one `tools/call`.
     ///
     /// An unknown (or out-of-tier, or disabled alias) name answers `Unknown tool: <name>` with
-    /// `isError`. Otherwise the arguments pass the input firewall; a refusal is the tool's
+    /// `isError` (the dispatcher answers such a call with the JSON-RPC error -32602 before it
+    /// gets here). Otherwise the arguments pass the input firewall; a refusal is the tool's
     /// payload (strict) or a logged warning (permissive). The handler's payload is wrapped for
     /// aliases, then enveloped with `_meter` when the meter is on. A declared timeout that
     /// runs out answers the reference's timeout object; a cancelled call answers its partial
-    /// work with `cancelled: true`.
+    /// work with `cancelled: true`. A refusal, an error payload (a top-level `error` string)
+    /// and a timeout set `isError: true` and `_meter.ok: false`; the payload bytes are kept.
     pub async fn call(
         &self,
         ctx: &ToolContext,
@@ -269,10 +272,11 @@ impl Catalogue {
             },
             _ => Object::new(),
         };
+        // Each arm yields the payload and whether it reports a refusal or an error.
         let work = async {
             if let Some(refusal) = &refusal {
                 match self.config.validation {
-                    Validation::Strict => return refusal.payload_text(),
+                    Validation::Strict => return (refusal_text(entry.target, refusal), true),
                     Validation::Permissive => tracing::warn!(
                         tool = name,
                         "input validation failed (permissive mode, call goes ahead): {}",
@@ -281,10 +285,19 @@ impl Catalogue {
                 }
             }
             match entry.target {
-                Target::Tool(def) => tools::run_tool(self, ctx, def.name, &args).await,
+                Target::Tool(def) => {
+                    let payload = tools::run_tool(self, ctx, def.name, &args).await;
+                    let failed = reports_error(&payload);
+                    (relative_if(failed, payload, &ctx.workdir), failed)
+                }
                 Target::Alias(alias) => {
                     let payload = tools::run_alias(self, ctx, alias.name, &args).await;
-                    alias_wrapper(alias.name, alias.replacement, &payload)
+                    let failed = reports_error(&payload);
+                    let payload = relative_if(failed, payload, &ctx.workdir);
+                    (
+                        alias_wrapper(alias.name, alias.replacement, &payload),
+                        failed,
+                    )
                 }
             }
         };
@@ -304,17 +317,19 @@ impl Catalogue {
             () = ctx.cancel.cancelled() => None,
             result = bounded => Some(result),
         };
+        let failed = matches!(result, Some(Ok((_, true))));
         let meter = Meter {
             tool: name.to_owned(),
             call_id: ctx.meta.call_id.clone(),
             latency_ms: clock.elapsed().as_secs_f64() * 1000.0,
             started,
+            ok: !failed,
         };
         let meter_value = PyValue::Object(meter.to_object()).to_serde();
         match result {
             None => cancelled_outcome(name, meter_value),
             Some(Err(declared)) => timeout_outcome(name, &declared),
-            Some(Ok(payload)) => {
+            Some(Ok((payload, _))) => {
                 let text = if self.config.cost_meter {
                     envelope(&payload, &meter)
                 } else {
@@ -329,7 +344,7 @@ impl Catalogue {
                 ToolOutcome {
                     text,
                     structured: Some(structured),
-                    is_error: false,
+                    is_error: failed,
                     cancelled: false,
                     partial: Vec::new(),
                     meter: self.config.cost_meter.then_some(meter_value),
@@ -337,6 +352,91 @@ impl Catalogue {
             }
         }
     }
+}
+
+/// Whether a handler's payload reports a refusal or an error: a JSON object whose top-level
+/// `error` is a non-empty string (the shape of every error and gate refusal the handlers
+/// answer; `load_skill` carries `"error": null` on success).
+fn reports_error(payload: &str) -> bool {
+    match PyValue::parse(payload) {
+        Ok(PyValue::Object(object)) => object
+            .get("error")
+            .and_then(PyValue::as_str)
+            .is_some_and(|error| !error.is_empty()),
+        _ => false,
+    }
+}
+
+/// An error payload with the project root's absolute path taken out, so an error text (the
+/// journal's `{op} {path}: {source}`, a filesystem message) names files relative to the root
+/// and does not tell a remote client how the host is laid out. Both spellings of the root are
+/// replaced, as configured and canonical; a success payload is left as it is.
+fn relative_if(failed: bool, payload: String, root: &std::path::Path) -> String {
+    if !failed {
+        return payload;
+    }
+    let mut roots = vec![root.to_path_buf()];
+    if let Ok(canonical) = std::fs::canonicalize(root)
+        && canonical != root
+    {
+        roots.push(canonical);
+    }
+    let mut text = payload;
+    for root in roots {
+        let Some(root) = root.to_str().map(|r| r.trim_end_matches('/')) else {
+            continue;
+        };
+        if root.is_empty() {
+            continue;
+        }
+        text = text.replace(&format!("{root}/"), "");
+        // The root itself, where it ends a path (before a quote, a colon, a space or the end
+        // of a string), reads as `.`; a longer sibling such as `<root>-old` is left alone.
+        for end in [':', '"', '\'', ' ', ')', ','] {
+            text = text.replace(&format!("{root}{end}"), &format!(".{end}"));
+        }
+    }
+    text
+}
+
+/// The hint a firewall refusal carries for the tools whose refusals are promised as the
+/// structured tool error `{error, hint}`.
+fn firewall_hint(tool: &str) -> Option<&'static str> {
+    match tool {
+        "bernstein_shutdown_orchestrator" | "bernstein_stop" => {
+            Some(bernstein_gate::shutdown::REFUSAL_HINT)
+        }
+        "bernstein_approve"
+        | "bernstein_complete"
+        | "bernstein_cancel"
+        | "bernstein_post_artifact" => Some(FIREWALL_HINT),
+        _ => None,
+    }
+}
+
+/// The hint of a firewall refusal that names no tool-specific remedy.
+const FIREWALL_HINT: &str =
+    "the arguments were refused before the call ran; fix those listed in jsonrpc_error.data.errors";
+
+/// The payload of a firewall refusal: the reference's `{error, jsonrpc_error}`, with a `hint`
+/// after `error` for the tools whose every refusal is the structured tool error (so a NUL or an
+/// over-long `workdir` answers in the same shape as the shutdown barrier's own refusals).
+fn refusal_text(target: Target, refusal: &firewall::Refusal) -> String {
+    let name = match target {
+        Target::Tool(def) => def.name,
+        Target::Alias(alias) => alias.name,
+    };
+    let Some(hint) = firewall_hint(name) else {
+        return refusal.payload_text();
+    };
+    let mut shaped = Object::new();
+    for (key, value) in refusal.payload().iter() {
+        shaped.insert(key, value.clone());
+        if key == "error" {
+            shaped.insert("hint", hint);
+        }
+    }
+    PyValue::Object(shaped).dumps(Dialect::PY_ROW)
 }
 
 /// Optional text arguments the reference treats as "not supplied" when empty: they are left
@@ -386,7 +486,8 @@ fn wrapper_structure(text: &str) -> serde_json::Value {
     serde_json::Value::Object(map)
 }
 
-/// The reference's declared-timeout answer: not enveloped, not an error result.
+/// The reference's declared-timeout answer: not enveloped, and (beyond the reference) an error
+/// result.
 fn timeout_outcome(name: &str, declared: &PyValue) -> ToolOutcome {
     let text = PyValue::Object(
         Object::new()
@@ -405,7 +506,7 @@ fn timeout_outcome(name: &str, declared: &PyValue) -> ToolOutcome {
     ToolOutcome {
         text,
         structured: None,
-        is_error: false,
+        is_error: true,
         cancelled: false,
         partial: Vec::new(),
         meter: None,
@@ -438,7 +539,7 @@ mod tests {
             let value = PyValue::parse(declared).unwrap();
             let outcome = timeout_outcome(name, &value);
             assert_eq!(outcome.text, expect);
-            assert!(!outcome.is_error);
+            assert!(outcome.is_error);
             assert!(outcome.structured.is_none());
         };
         check(
@@ -451,6 +552,18 @@ mod tests {
             "30.0",
             r#"{"error": "tool load_skill exceeded its declared timeout of 30.0s", "tool": "load_skill", "timeoutSeconds": 30.0, "timeout": true}"#,
         );
+    }
+
+    #[test]
+    fn error_payloads_name_paths_relative_to_the_root() {
+        let root = std::path::Path::new("/srv/proj");
+        let error = r#"{"error": "read /srv/proj/.sdd/x.json: gone; list /srv/proj: no; /srv/proj-old/a", "hint": "h"}"#;
+        assert_eq!(
+            relative_if(true, error.to_owned(), root),
+            r#"{"error": "read .sdd/x.json: gone; list .: no; /srv/proj-old/a", "hint": "h"}"#
+        );
+        let success = r#"{"path": "/srv/proj/.sdd/runtime/signals/SHUTDOWN"}"#;
+        assert_eq!(relative_if(false, success.to_owned(), root), success);
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub struct ToolContext {
     pub progress: Option<ProgressSink>,
     /// Cancelled when the client cancels this request; the call then returns its partial work.
     pub cancel: CancellationToken,
+    /// Workdir confinement: `None` lets a `workdir` argument name any directory (stdio, where
+    /// the client is the local user); `Some(roots)` refuses one that does not resolve inside
+    /// one of `roots` (canonical paths: the served root and the roots the operator listed).
+    pub workdir_roots: Option<Arc<[PathBuf]>>,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -62,13 +66,14 @@ impl std::fmt::Debug for ToolContext {
             .field("meta", &self.meta)
             .field("progress", &self.progress.as_ref().map(|_| "<sink>"))
             .field("cancel", &self.cancel)
+            .field("workdir_roots", &self.workdir_roots)
             .finish()
     }
 }
 
 impl ToolContext {
-    /// A context for `workdir` and `backend` with empty metadata, no progress sink and a fresh
-    /// cancellation token.
+    /// A context for `workdir` and `backend` with empty metadata, no progress sink, a fresh
+    /// cancellation token and no workdir confinement.
     pub fn new(workdir: impl Into<PathBuf>, backend: Arc<Backend>) -> ToolContext {
         ToolContext {
             workdir: workdir.into(),
@@ -76,6 +81,7 @@ impl ToolContext {
             meta: CallMeta::default(),
             progress: None,
             cancel: CancellationToken::new(),
+            workdir_roots: None,
         }
     }
 }

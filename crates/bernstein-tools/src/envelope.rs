@@ -3,7 +3,8 @@
 //! With the meter on, a handler's JSON text `p` becomes
 //! `json.dumps({"result": json.loads(p) (or p itself when it is not JSON), "_meter": meter})`:
 //! Python's default separators, `ensure_ascii`, keys in insertion order. `_meter` is
-//! `{tool, call_id, latency_ms, cost_usd, ok, ts}`, where `call_id` is the dispatcher's
+//! `{tool, call_id, latency_ms, cost_usd, ok, ts}` (`ok` is `false` when the payload is a
+//! refusal or an error), where `call_id` is the dispatcher's
 //! content-derived span id (the reference draws a random uuid4 instead), `latency_ms` the
 //! monotonic elapsed time rounded to 3 places, `cost_usd` always `0.0` (this server spends no
 //! model tokens), and `ts` the UTC call start (`2026-11-30T01:45:30.922350Z`, the fraction left
@@ -22,6 +23,9 @@ pub(crate) struct Meter {
     pub(crate) call_id: String,
     pub(crate) latency_ms: f64,
     pub(crate) started: Timestamp,
+    /// `false` when the call answered a refusal or an error (beyond the reference, whose
+    /// `ok` is `false` only for failures of the framework itself).
+    pub(crate) ok: bool,
 }
 
 impl Meter {
@@ -31,7 +35,7 @@ impl Meter {
             .with("call_id", self.call_id.as_str())
             .with("latency_ms", round3(self.latency_ms))
             .with("cost_usd", 0.0)
-            .with("ok", true)
+            .with("ok", self.ok)
             .with("ts", isoformat_z(&self.started))
     }
 }
@@ -99,6 +103,7 @@ mod tests {
             call_id: "0af4fa795b5c839a".to_owned(),
             latency_ms: latency,
             started: Timestamp::from_unix_micros(micros).unwrap(),
+            ok: true,
         }
     }
 

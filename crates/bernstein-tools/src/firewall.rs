@@ -5,8 +5,9 @@
 //! 1. the arguments must be a JSON object (`params must be a JSON object`);
 //! 2. deny-by-default rules (`payload rejected by deny-by-default rules`): the payload, written
 //!    as `json.dumps(payload, ensure_ascii=False)` writes it, may be at most 65 536 UTF-8
-//!    bytes; nothing may sit deeper than 10 levels below the payload object; no string may hold
-//!    a C0 control character other than TAB, LF and CR, nor DEL, nor U+0080..U+009F;
+//!    bytes; nothing may sit deeper than 10 levels below the payload object; no string, and
+//!    (beyond the reference) no object key, may hold a C0 control character other than TAB, LF
+//!    and CR, nor DEL, nor U+0080..U+009F;
 //! 3. the tool's draft-07 schema (`payload failed schema validation`), one entry per violation,
 //!    sorted by path, with the reason worded as Python's `jsonschema` words it (so
 //!    `'huge' is not one of ['small', 'medium', 'large']`).
@@ -206,6 +207,15 @@ fn control_characters(value: &Value, path: &str, out: &mut Vec<Violation>) {
         }
         Value::Object(map) => {
             for (key, item) in map {
+                // A key is text a consumer stores and prints just like a value (a SARIF
+                // result's keys are sealed into a blob). The finding names the object that
+                // holds the key rather than echoing the key's control characters back.
+                if key.chars().any(is_disallowed_control) {
+                    out.push(Violation::new(
+                        if path.is_empty() { "/" } else { path },
+                        "object key contains disallowed control character",
+                    ));
+                }
                 control_characters(item, &format!("{path}/{key}"), out);
             }
         }
@@ -466,6 +476,31 @@ mod tests {
         let mut root = Vec::new();
         control_characters(&json!("\u{1b}"), "", &mut root);
         assert_eq!(root[0].path, "/");
+    }
+
+    #[test]
+    fn control_characters_in_keys_are_refused_like_values() {
+        let payload = json!({
+            "sarif_result": {"ok": 1, "\u{1b}]0;pwned\u{7}\u{0}": "v"},
+            "tab\tkey": "tabs are allowed",
+            "\u{85}": 1
+        });
+        let mut found = Vec::new();
+        control_characters(&payload, "", &mut found);
+        let got: Vec<(&str, &str)> = found
+            .iter()
+            .map(|v| (v.path.as_str(), v.reason.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "/sarif_result",
+                    "object key contains disallowed control character"
+                ),
+                ("/", "object key contains disallowed control character"),
+            ]
+        );
     }
 
     #[test]

@@ -53,6 +53,14 @@
 //! * `bernstein_verify_lineage` works (the reference's always fails).
 //! * The `bernstein_create_subtask` alias validates the role only when one is given, so its
 //!   default (`auto`) no longer fails its own schema.
+//! * A refusal or error payload (firewall, gate, handler, timeout) answers `isError: true` and
+//!   `_meter.ok: false`, with the payload bytes unchanged; its paths are relative to the
+//!   project root.
+//! * The firewall refuses control characters in object keys, and its refusals of the tools
+//!   promised to answer `{error, hint}` carry a `hint`.
+//! * The shutdown signal is written without following any link below the root, and a
+//!   `workdir` may be confined to the served root and operator roots
+//!   ([`ToolContext::workdir_roots`]).
 //!
 //! Everything else (payload shapes, key order, error texts, hints) follows the reference.
 

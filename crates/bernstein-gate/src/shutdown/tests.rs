@@ -366,3 +366,107 @@ proptest! {
         prop_assert!(path.ends_with(".sdd/runtime/signals/SHUTDOWN"));
     }
 }
+
+/// Runs the whole send (barrier and write) on `project`, relative to the scratch root.
+fn send(scratch: &Scratch, project: &str) -> Result<PathBuf, Error> {
+    send_shutdown_signal_from(Workdir::Text(project), &scratch.root, STDIO_SIGNAL_CONTENT)
+}
+
+#[test]
+fn the_send_creates_the_parents_and_writes_the_signal() {
+    let scratch = Scratch::new();
+    let path = send(&scratch, "proj").unwrap();
+    assert_eq!(path, scratch.signal_in("proj"));
+    assert_eq!(fs::read_to_string(&path).unwrap(), "mcp-stop\n");
+    // A second send truncates and rewrites the same file.
+    fs::write(&path, "a much longer earlier content\n").unwrap();
+    send(&scratch, "proj").unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "mcp-stop\n");
+}
+
+#[test]
+fn the_send_follows_no_link_below_the_root() {
+    // A link that stays inside the root passes the barrier's check, but the write follows no
+    // link at all: it is refused, and nothing is written through it.
+    let scratch = Scratch::new();
+    scratch.mkdir("proj/elsewhere");
+    scratch.link("proj/.sdd/runtime", "../elsewhere");
+    let before = scratch.tree();
+    let refusal = send(&scratch, "proj").unwrap_err();
+    assert!(
+        matches!(&refusal, Error::Symlink { entry, .. } if entry == ".sdd/runtime"),
+        "{refusal:?}"
+    );
+    assert_eq!(scratch.tree(), before);
+    let text = payload(&refusal);
+    assert!(text.contains("\"hint\": \"workdir must be an existing Bernstein project root\""));
+
+    // A `SHUTDOWN` link to a file inside the root is refused too, and the file is untouched.
+    let scratch = Scratch::new();
+    scratch.mkdir("proj/.sdd/runtime/signals");
+    fs::write(scratch.path("proj/notes.txt"), "keep\n").unwrap();
+    scratch.link("proj/.sdd/runtime/signals/SHUTDOWN", "../../../notes.txt");
+    let refusal = send(&scratch, "proj").unwrap_err();
+    assert!(matches!(refusal, Error::Symlink { .. }), "{refusal:?}");
+    assert_eq!(
+        fs::read_to_string(scratch.path("proj/notes.txt")).unwrap(),
+        "keep\n"
+    );
+}
+
+#[test]
+fn a_signal_that_is_not_a_regular_file_of_its_own_is_refused() {
+    let scratch = Scratch::new();
+    scratch.mkdir("proj/.sdd/runtime/signals");
+    let signal = scratch.signal_in("proj");
+    // A FIFO with no reader: opening it must neither block nor write.
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &signal,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let refusal = send(&scratch, "proj").unwrap_err();
+    assert!(
+        matches!(refusal, Error::NotARegularFile { .. }),
+        "{refusal:?}"
+    );
+    fs::remove_file(&signal).unwrap();
+
+    // A hard link to a file outside the project: a write would change that file.
+    fs::write(scratch.path("outside/victim"), "precious\n").unwrap();
+    fs::hard_link(scratch.path("outside/victim"), &signal).unwrap();
+    let refusal = send(&scratch, "proj").unwrap_err();
+    assert!(
+        matches!(refusal, Error::NotARegularFile { .. }),
+        "{refusal:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.path("outside/victim")).unwrap(),
+        "precious\n"
+    );
+    fs::remove_file(&signal).unwrap();
+
+    // A directory at the signal path.
+    fs::create_dir(&signal).unwrap();
+    let refusal = send(&scratch, "proj").unwrap_err();
+    assert!(
+        matches!(refusal, Error::NotARegularFile { .. }),
+        "{refusal:?}"
+    );
+}
+
+#[test]
+fn a_barrier_refusal_of_the_send_writes_nothing() {
+    let scratch = Scratch::new();
+    scratch.mkdir("bare");
+    scratch.link("proj/.sdd/runtime", scratch.path("outside"));
+    for project in ["bare", "proj", "missing", "proj/\0"] {
+        let before = scratch.tree();
+        let refusal = send(&scratch, project).unwrap_err();
+        assert_eq!(scratch.tree(), before, "{project:?}");
+        assert!(payload(&refusal).contains("\"hint\": "), "{project:?}");
+    }
+}

@@ -400,13 +400,16 @@ pub enum CapsuleRecord {
 /// when the file exists but cannot be read.
 pub fn read_capsule_record(project_root: &Path, task_id: &str) -> Result<CapsuleRecord> {
     let path = capsule_record_path(project_root, task_id)?;
-    let bytes = match fs::read(&path) {
+    // A FIFO or device at the path is refused without blocking (`read_regular`).
+    let bytes = match crate::regular_file::read_regular(&path) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             return Ok(CapsuleRecord::Missing);
         }
         // The reference's `is_file()` check: a directory at the path is no record.
-        Err(_) if path.is_dir() => return Ok(CapsuleRecord::Missing),
+        Err(err) if err.kind() == std::io::ErrorKind::IsADirectory => {
+            return Ok(CapsuleRecord::Missing);
+        }
         Err(err) => return Err(Error::io("read", &path, err)),
     };
     let Ok(text) = String::from_utf8(bytes) else {

@@ -219,7 +219,7 @@ impl LineageLog {
     /// [`Error::Containment`] or [`Error::Io`] when the log exists but cannot be read.
     pub fn read_entries(&self) -> Result<Vec<Object>> {
         let path = self.log_path()?;
-        let bytes = match std::fs::read(&path) {
+        let bytes = match crate::regular_file::read_regular(&path) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(err) => return Err(Error::io("read", &path, err)),
@@ -370,7 +370,7 @@ impl LineageLog {
     ///
     /// As [`LineageLog::path`], or [`Error::Io`] when the log exists but cannot be read.
     pub fn tip_set(&self, artefact_path: &str) -> Result<TipSet> {
-        let bytes = match fs::read(self.log_path()?) {
+        let bytes = match crate::regular_file::read_regular(&self.log_path()?) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(err) => return Err(Error::io("read", self.log_path()?, err)),

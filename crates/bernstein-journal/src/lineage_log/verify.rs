@@ -125,7 +125,7 @@ pub fn verify_lineage(
 ) -> Result<LineageVerification> {
     let log = LineageLog::for_project(project_root);
     let log_path = log.log_path()?;
-    let (bytes, log_present) = match std::fs::read(&log_path) {
+    let (bytes, log_present) = match crate::regular_file::read_regular(&log_path) {
         Ok(bytes) => (bytes, true),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => (Vec::new(), false),
         Err(err) => return Err(Error::io("read", &log_path, err)),

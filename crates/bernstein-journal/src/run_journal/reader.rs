@@ -37,7 +37,8 @@ pub(crate) struct Scan {
 ///
 /// [`Error::Io`] when the file exists but cannot be read (a directory, no permission).
 pub fn load_journal(path: &Path) -> Result<LoadedJournal> {
-    let file = match std::fs::File::open(path) {
+    // A FIFO or device at a journal path is refused without blocking.
+    let file = match crate::regular_file::open_regular(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             return Ok(LoadedJournal::default());

@@ -154,8 +154,15 @@ async fn refused_calls_write_nothing_not_even_an_anchor() {
         .call("bernstein_run_status", json!({"run_id": "run-0"}))
         .await;
     let before = sdd_snapshot(project.dir.path());
+    // An unknown tool is a JSON-RPC error, not a tool result.
+    let unknown = project
+        .error(
+            "tools/call",
+            json!({"name": "no_such_tool", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(unknown["code"], -32602, "{unknown}");
     let refused = [
-        ("no_such_tool", json!({})),
         ("bernstein_run", json!({"goal": "x", "unexpected": 1})),
         ("bernstein_run", json!({"goal": 42})),
         ("bernstein_run_status", json!({"run_id": "a\u{0}b"})),

@@ -218,3 +218,55 @@ fn serve_flags_and_environment() {
         "{stderr}"
     );
 }
+
+/// `--allow-root` (repeatable) turns workdir confinement on over stdio: the card says so, a
+/// listed root is served and another project is refused with `{error, hint}`.
+#[test]
+fn allow_root_confines_workdir_arguments() {
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("p");
+    let allowed = home.path().join("allowed");
+    let stranger = home.path().join("stranger");
+    for dir in [&project, &allowed, &stranger] {
+        std::fs::create_dir_all(dir.join(".sdd")).unwrap();
+    }
+    let call = |id: i64, workdir: &Path| {
+        request(
+            id,
+            "tools/call",
+            json!({"name": "bernstein_shutdown_orchestrator",
+                   "arguments": {"workdir": workdir.to_str().unwrap()}}),
+        )
+    };
+    let lines = vec![
+        request(
+            1,
+            "resources/read",
+            json!({"uri": "bernstein://capability"}),
+        ),
+        call(2, &allowed),
+        call(3, &stranger),
+    ];
+    let (code, messages, stderr) = serve(
+        home.path(),
+        &project,
+        &["--allow-root", allowed.to_str().unwrap()],
+        &lines,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let card: Value = serde_json::from_str(
+        by_id(&messages, 1)["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(card["workdir"]["confined"], true);
+    assert_eq!(by_id(&messages, 2)["result"]["isError"], false);
+    assert!(allowed.join(".sdd/runtime/signals/SHUTDOWN").is_file());
+    let refused = &by_id(&messages, 3)["result"];
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("outside the roots"), "{text}");
+    assert!(text.contains("\"hint\""), "{text}");
+    assert!(!stranger.join(".sdd/runtime").exists());
+}

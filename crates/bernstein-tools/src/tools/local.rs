@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use bernstein_gate::shutdown::{STDIO_SIGNAL_CONTENT, WRITE_FAILURE_HINT, signal_sent};
-use bernstein_gate::{Workdir, shutdown::shutdown_signal_path_from};
+use bernstein_gate::Workdir;
+use bernstein_gate::shutdown::{STDIO_SIGNAL_CONTENT, send_shutdown_signal_from, signal_sent};
 use bernstein_journal::audit::AuditChain;
 use bernstein_journal::capsule::{
     CapsuleRecord, read_capsule_record, task_capsule_body, verify_context_capsule,
@@ -16,27 +16,20 @@ use super::{arg_bool, arg_str, generic_error, indent2, plain, workdir_path};
 use crate::context::ToolContext;
 
 /// `bernstein_shutdown_orchestrator` (and the deprecated `bernstein_stop`): the containment
-/// barrier of `bernstein-gate` first, and only through the path it returns, the parents and the
-/// `mcp-stop\n` signal. A refusal writes nothing.
+/// barrier of `bernstein-gate`, then the write of `mcp-stop\n`, which the gate makes relative
+/// to a directory handle on the resolved root without following any link, so a symlink swapped
+/// in after the check cannot redirect it. A refusal writes nothing.
 pub(super) fn shutdown(ctx: &ToolContext, args: &Object) -> String {
     let raw = args.get("workdir").cloned().unwrap_or(Value::from("."));
     // A relative workdir names a directory below the project root (the server's working
     // directory in the reference); the barrier needs that base absolute and symlink-free.
     let base = std::fs::canonicalize(&ctx.workdir).unwrap_or_else(|_| ctx.workdir.clone());
-    let path = match shutdown_signal_path_from(Workdir::from_value(&raw), &base) {
-        Ok(path) => path,
+    match send_shutdown_signal_from(Workdir::from_value(&raw), &base, STDIO_SIGNAL_CONTENT) {
+        Ok(path) => plain(signal_sent(&path)),
         Err(refusal) => {
             tracing::warn!("MCP tool error: {refusal}");
-            return plain(refusal.refusal_payload());
+            plain(refusal.refusal_payload())
         }
-    };
-    let written = path
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(&path, STDIO_SIGNAL_CONTENT));
-    match written {
-        Ok(()) => plain(signal_sent(&path)),
-        Err(e) => generic_error(e, WRITE_FAILURE_HINT),
     }
 }
 

@@ -73,7 +73,9 @@ pub(crate) fn trace(ctx: &ToolContext) -> TraceContext {
 
 /// A `workdir` argument resolved against the project root: absolute paths are kept, relative
 /// ones (the default `"."`) are taken from the project root, as the reference takes them from
-/// its working directory.
+/// its working directory. Under workdir confinement, [`run_tool`] has already refused one that
+/// resolves outside the allowed roots; inside the root it names, every path built from an id
+/// still goes through the journal's containment check on every transport.
 pub(crate) fn workdir_path(ctx: &ToolContext, workdir: &str) -> PathBuf {
     let path = Path::new(workdir);
     if path.is_absolute() {
@@ -83,6 +85,48 @@ pub(crate) fn workdir_path(ctx: &ToolContext, workdir: &str) -> PathBuf {
     }
 }
 
+/// The tools and aliases whose `workdir` argument names a project root.
+const WORKDIR_TOOLS: [&str; 6] = [
+    "bernstein_run_status",
+    "bernstein_task_capsule",
+    "bernstein_shutdown_orchestrator",
+    "bernstein_task_handle",
+    "bernstein_context",
+    "bernstein_stop",
+];
+
+/// The hint of a `workdir` refused by confinement.
+pub(crate) const CONFINEMENT_HINT: &str = "workdir must be the served project root, a directory inside it, or a root the operator allowed";
+
+/// Workdir confinement (see [`ToolContext::workdir_roots`]): with confinement on, the `workdir`
+/// of `name` must resolve (symlinks followed) to an existing directory inside one of the
+/// allowed roots. `Some(payload)` is the refusal, the structured tool error.
+fn confinement_refusal(ctx: &ToolContext, name: &str, args: &Object) -> Option<String> {
+    let roots = ctx.workdir_roots.as_ref()?;
+    if !WORKDIR_TOOLS.contains(&name) {
+        return None;
+    }
+    // A workdir that is not text is the firewall's or the barrier's to refuse.
+    let raw = match args.get("workdir") {
+        None => ".",
+        Some(Value::Str(text)) => text.as_str(),
+        Some(_) => return None,
+    };
+    let named = workdir_path(ctx, raw);
+    let inside = std::fs::canonicalize(&named)
+        .is_ok_and(|real| real.is_dir() && roots.iter().any(|root| real.starts_with(root)));
+    if inside {
+        return None;
+    }
+    Some(generic_error(
+        format!(
+            "workdir {} is outside the roots this server may serve",
+            bernstein_protocol::pyrepr::python_str_repr(raw)
+        ),
+        CONFINEMENT_HINT,
+    ))
+}
+
 /// Runs tool `name`.
 pub(crate) async fn run_tool(
     cat: &Catalogue,
@@ -90,6 +134,9 @@ pub(crate) async fn run_tool(
     name: &str,
     args: &Object,
 ) -> String {
+    if let Some(refusal) = confinement_refusal(ctx, name, args) {
+        return refusal;
+    }
     match name {
         "bernstein_run" => query::run(ctx, args).await,
         "bernstein_status" => query::status(ctx, args).await,
@@ -120,6 +167,9 @@ pub(crate) async fn run_alias(
     name: &str,
     args: &Object,
 ) -> String {
+    if let Some(refusal) = confinement_refusal(ctx, name, args) {
+        return refusal;
+    }
     match name {
         "bernstein_health" => plain(Object::new().with("status", "ok")),
         "bernstein_tasks" => query::tasks_alias(ctx, args).await,

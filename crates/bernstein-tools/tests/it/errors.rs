@@ -353,3 +353,36 @@ async fn a_sealed_capsule_is_read_and_verified() {
     assert!(report["reason"].as_str().unwrap().len() > 3);
     assert_eq!(report["is_mock"], false);
 }
+
+/// A firewall refusal, a gate refusal and a handler error keep their payload bytes but answer
+/// `isError: true` and `_meter.ok: false`; a success stays `isError: false`, `ok: true`.
+/// Before the fix every one of them read as a success.
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_and_errors_are_error_results() {
+    let project = Project::new(config(true));
+    let open = task(&project, "open task").await;
+    let check = |outcome: &bernstein_tools::ToolOutcome, failed: bool| {
+        let envelope: Value = serde_json::from_str(&outcome.text).unwrap();
+        assert_eq!(outcome.is_error, failed, "{}", outcome.text);
+        assert_eq!(envelope["_meter"]["ok"], !failed, "{}", outcome.text);
+        assert_eq!(outcome.meter.as_ref().unwrap()["ok"], !failed);
+    };
+    let firewall = project
+        .call("bernstein_approve", json!({"task_id": "../x"}))
+        .await;
+    check(&firewall, true);
+    let gate = project
+        .call("bernstein_approve", json!({"task_id": open}))
+        .await;
+    check(&gate, true);
+    assert_eq!(payload(&gate)["error"], "task_not_awaiting_approval");
+    let handler = project
+        .call("bernstein_task_capsule", json!({"task_id": "t1"}))
+        .await;
+    check(&handler, true);
+    let success = project.call("bernstein_status", json!({})).await;
+    check(&success, false);
+    // `load_skill` answers `"error": null` on success: not an error.
+    let skill = project.call("load_skill", json!({"name": "backend"})).await;
+    check(&skill, false);
+}

@@ -27,7 +27,8 @@ async fn refused(name: &str, arguments: Value, message: &str) -> String {
     let arguments = serde_json::from_str(&arguments.to_string().replace("TASK", &task_id)).unwrap();
     let before = project.sdd_files();
     let outcome = project.call(name, arguments).await;
-    assert!(!outcome.is_error, "{}", outcome.text);
+    // The payload is the reference's, and the result says it is a refusal.
+    assert!(outcome.is_error, "{}", outcome.text);
     let body = payload(&outcome);
     assert_eq!(body["error"], message, "{}", outcome.text);
     assert_eq!(body["jsonrpc_error"]["code"], -32602);
@@ -84,6 +85,24 @@ async fn control_characters() {
     )
     .await;
     insta::assert_snapshot!(text);
+}
+
+/// A control character in an object key is refused like one in a value, and nothing is sealed.
+/// Before the fix the key below was sealed into a SARIF blob.
+#[tokio::test(flavor = "multi_thread")]
+async fn control_characters_in_object_keys() {
+    let text = refused(
+        "bernstein_post_artifact",
+        json!({"task_id": "TASK", "key": "k", "artifact_type": "finding", "poster": "w",
+               "sarif_result": {"ruleId": "r", "\u{1b}]0;pwned\u{7}\u{0}": "x"}}),
+        DENY,
+    )
+    .await;
+    assert!(
+        text.contains(r#"{"path": "/sarif_result", "reason": "object key contains disallowed control character"}"#),
+        "{text}"
+    );
+    assert!(!text.contains("pwned"), "the key is not echoed: {text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

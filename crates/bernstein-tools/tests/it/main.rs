@@ -5,6 +5,7 @@
 mod common;
 mod errors;
 mod firewall;
+mod hostile_fs;
 mod listing;
 mod reference_replay;
 mod remote;
