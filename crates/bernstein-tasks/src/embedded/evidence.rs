@@ -325,13 +325,14 @@ fn journal_has(project_root: &Path, row: &OwedRow) -> bool {
 /// A gap between the task log and the evidence it owes, found by [`verify_task_log`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EvidenceGap {
-    /// The file holding the transaction (`.sdd/runtime/tasks.jsonl`).
+    /// The file the gap is in (`.sdd/runtime/tasks.jsonl`, or the backlog).
     pub file: PathBuf,
-    /// 1-based line of the transaction's last record.
+    /// 1-based line of the transaction's last record (see `kind` for the backlog).
     pub line: u64,
     /// `missing_journal_row`, `missing_audit_event`, `missing_plan`, `stale_plan`,
-    /// `unwritten_evidence` (no marker yet), `malformed_evidence`, `torn_tail`, `stale_backlog`
-    /// or `unadoptable_backlog_row`.
+    /// `unreadable_plan`, `unwritten_evidence` (no marker yet), `malformed_evidence`,
+    /// `torn_tail`, `stale_backlog`, `unreadable_backlog` or `unadoptable_backlog_row` (for the
+    /// backlog, `line` is the 1-based row, or 0 for the whole file).
     pub kind: &'static str,
     /// What exactly is missing, for people.
     pub detail: String,

@@ -778,6 +778,40 @@ pub fn verify_task_log(
         chain,
         &plans::plans_dir(&sdd),
     );
+    let backlog = backlog::read_unlocked(&sdd.join("runtime"))?;
+    let backlog_path = sdd.join("runtime").join(BACKLOG_FILE);
+    let is_open =
+        |id: &TaskId| log.get(id).is_some_and(|stored| stored.task.status == TaskStatus::Open);
+    for (index, problem) in backlog.unadoptable(is_open) {
+        gaps.push(EvidenceGap {
+            file: backlog_path.clone(),
+            line: index as u64 + 1,
+            kind: "unadoptable_backlog_row",
+            detail: format!("row {}: {problem}", index + 1),
+        });
+    }
+    if let Some(problem) = backlog.problem() {
+        gaps.push(EvidenceGap {
+            file: backlog_path.clone(),
+            line: 0,
+            kind: "unreadable_backlog",
+            detail: problem,
+        });
+    } else if backlog
+        .projection(log.iter().map(|stored| &stored.task), |id| {
+            log.get(id).map(|stored| &stored.task)
+        })
+        .is_some()
+    {
+        gaps.push(EvidenceGap {
+            file: backlog_path,
+            line: 0,
+            kind: "stale_backlog",
+            detail: "the claimable backlog is not the projection of the task log; the next \
+                     mutation or claim rewrites it"
+                .to_owned(),
+        });
+    }
     for tear in log.tears_seen().iter().filter(|tear| !tear.removed) {
         gaps.push(EvidenceGap {
             file: path.clone(),

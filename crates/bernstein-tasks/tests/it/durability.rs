@@ -103,6 +103,41 @@ fn a_hostile_backlog_claim_time_is_reported_and_skipped() {
             store.evidence_failures()
         );
     }
+    // The verifier names such a row with its file, row and kind.
+    let (dir, store) = project();
+    let victim = store.create_task(request("victim")).unwrap();
+    let row = format!(
+        r#"[{{"id": "{}", "status": "in_progress", "claimer": "w", "claimed_at": NaN}}]"#,
+        victim.id
+    );
+    std::fs::write(runtime(dir.path()).join("task-backlog.json"), row).unwrap();
+    let gaps = verify_task_log(dir.path(), None).unwrap();
+    assert!(
+        gaps.iter().any(|g| g.kind == "unadoptable_backlog_row"
+            && g.line == 1
+            && g.file.ends_with("task-backlog.json")),
+        "{gaps:?}"
+    );
+}
+
+/// A backlog put back to an older copy is reported as stale until the next mutation rewrites
+/// it from the task log.
+#[test]
+fn a_stale_backlog_is_reported_until_the_next_mutation() {
+    let (dir, store) = project();
+    let task = store.create_task(request("t")).unwrap();
+    let path = runtime(dir.path()).join("task-backlog.json");
+    let old = std::fs::read(&path).unwrap();
+    store.fail_task(&task.id, "gone").unwrap();
+    assert_eq!(verify_task_log(dir.path(), None).unwrap(), []);
+    std::fs::write(&path, &old).unwrap();
+    let gaps = verify_task_log(dir.path(), None).unwrap();
+    assert_eq!(
+        gaps.iter().map(|g| g.kind).collect::<Vec<_>>(),
+        ["stale_backlog"]
+    );
+    store.create_task(request("next")).unwrap();
+    assert_eq!(verify_task_log(dir.path(), None).unwrap(), []);
 }
 
 fn claim_events(dir: &Path, id: &TaskId) -> usize {
@@ -152,7 +187,16 @@ fn evidence_a_crash_left_unwritten_is_written_once_on_open() {
             point != CrashPoint::AfterJournalRows,
             "{point:?}: {gaps:?}"
         );
-        assert!(gaps.iter().all(|g| g.file.ends_with("tasks.jsonl") && g.line > 0));
+        assert_eq!(
+            kinds.contains(&"stale_backlog"),
+            point == CrashPoint::AfterLogAppend,
+            "{point:?}: {gaps:?}"
+        );
+        assert!(
+            gaps.iter()
+                .filter(|g| g.kind != "stale_backlog")
+                .all(|g| g.file.ends_with("tasks.jsonl") && g.line > 0)
+        );
 
         for _ in 0..2 {
             let reopened = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
