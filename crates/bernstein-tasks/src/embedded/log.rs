@@ -8,15 +8,31 @@
 //!
 //! **Torn tails.** Bytes after the last newline, or a batch whose lines stop short of `n`, can
 //! only be the remains of a write that never returned, hence never acknowledged. A reader skips
-//! them and reports them ([`TornTail`]); the next writer, holding the exclusive lock, truncates
-//! them away (and fsyncs) before it appends. A newline-terminated line that does not parse as a
-//! record, or a batch broken in the middle of the file, is not crash damage: every operation then
-//! fails with [`Error::CorruptStore`] naming the line, and nothing is written.
+//! them and reports them ([`TornTail`]). The next writer, holding the exclusive lock, never cuts
+//! them: the reference's `bernstein serve` appends to this same log without taking
+//! `tasks.jsonl.lock` (its store is single-process by design and uses an in-process lock), so
+//! bytes past our last complete record may be another writer's. It first folds any complete
+//! record that appeared, then ends the debris with a newline if it lacks one and writes a seal
+//! line `{"torn_tail": [offset, length]}` naming exactly the voided bytes, before its own
+//! records, in the same write. Readers skip a sealed region (the reference skips both lines: one
+//! is not JSON, the other has no `id`). A newline-terminated line that does not parse as a
+//! record, or a batch broken in the middle of the file without a seal, is not crash damage:
+//! every operation then fails with [`Error::CorruptStore`] naming the line, and nothing is
+//! written. A failed append takes back only the bytes it wrote itself.
+//!
+//! **Owed evidence.** The last record of a transaction carries the evidence it owes under
+//! `evidence`; once that is written, a marker line `{"evidence_written": end}` follows (not
+//! fsynced: losing it only causes an idempotent re-check). The fold keeps the transactions
+//! without a marker ([`TaskLog::owed`]); compaction waits until there are none.
 //!
 //! **Other processes.** Callers hold the store's lock file around [`TaskLog::catch_up`] and
 //! [`TaskLog::append`]. Catching up reads only the bytes appended since the last read; when the
 //! file was replaced (compaction by another process: new inode) or shrank, the fold restarts from
-//! the beginning.
+//! the beginning. The fold holds the file it read open, so its inode cannot be freed and handed
+//! to a later compaction's file: an equal `(st_dev, st_ino)` really is the same file. (Without
+//! that, ext4 reuses the number at once, and a reader could take a compacted log for the one it
+//! had read and skip or misread the changes in it.) Compaction refuses while bytes past the last
+//! record exist, since a rename would drop them.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};

@@ -4,7 +4,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `.sdd/runtime/tasks.jsonl` | the task log: one full task snapshot per line (module `record`) |
+//! | `.sdd/runtime/tasks.jsonl` | the task log: one full task snapshot per line (module `record`), plus the evidence each transaction owes and markers once it is written (module `log`) |
 //! | `.sdd/runtime/tasks.jsonl.lock` | the store lock (`flock`), separate from the log because compaction replaces the log's inode |
 //! | `.sdd/runtime/task-backlog.json` (+ `.lock`) | the claimable backlog, reconciled on every mutation (module `backlog`) |
 //! | `.sdd/runtime/plans/<id>.json` | plan documents (module `plans`) |
@@ -35,22 +35,36 @@
 //! Under the exclusive store lock, in this order:
 //!
 //! 1. catch up on records other processes appended since this process last read;
-//! 2. take the backlog lock and read the backlog; adopt claims made on it;
-//! 3. decide: look up, gate, transition, cascade (module `ops`) — the gate check and the transition
+//! 2. write the evidence earlier transactions still owe (a crash or a failed write left it
+//!    unwritten; module `evidence`), idempotently;
+//! 3. take the backlog lock and read the backlog; adopt claims made on it (a row whose claim
+//!    breaks the task rules is reported and skipped);
+//! 4. decide: look up, gate, transition, cascade (module `ops`) — the gate check and the transition
 //!    see the same snapshot, so for example a completion refuses a task that is
 //!    `waiting_for_subtasks` at the moment of writing;
-//! 4. append every changed snapshot in one write and `fdatasync` — the operation is
+//! 5. append every changed snapshot in one write, the last one carrying the evidence the change
+//!    owes (journal rows, audit events, plan document), and `fdatasync` — the operation is
 //!    acknowledged only after this;
-//! 5. rewrite the backlog when its projection changed (temporary file, fsync, rename, directory
-//!    fsync), release the backlog lock; write plan documents the operation changed;
-//! 6. append the run-journal rows, then the audit events (each fsynced by `bernstein-journal`).
+//! 6. rewrite the backlog when its projection changed (temporary file, fsync, rename, directory
+//!    fsync), release the backlog lock;
+//! 7. write the plan document, the run-journal rows, then the audit events (each fsynced), and
+//!    append a marker line saying the evidence is written.
 //!
 //! The task log is the source of truth and is written first, so a crash can leave evidence
-//! missing for a change, but never evidence of a change the log does not hold. The reference
-//! server orders its writes the same way (the receipts are written after the transition, best
-//! effort). Evidence that fails after the log holds the change is reported through
+//! missing for a change, but never evidence of a change the log does not hold; and since the log
+//! line says what is owed, the next process that opens the store (or this one, before its next
+//! mutation) writes what is missing. The reference server orders its writes the same way (the
+//! receipts are written after the transition, best effort), without the replay. Evidence that
+//! fails after the log holds the change is reported through
 //! [`EmbeddedStore::evidence_failures`] and the `tracing` log, not as an error of the operation,
-//! because the operation did happen.
+//! because the operation did happen; it stays owed, and [`verify_task_log`] (run by
+//! `bernstein-mcp verify`) lists every gap with its file, line and kind.
+//!
+//! A backlog that cannot be rewritten is logged as an error and left behind the log; it is
+//! never trusted for a claim: [`EmbeddedStore::claim_through_backlog`] brings it in step under
+//! the store lock before a claim on the file, and refuses the claim when it cannot.
+//!
+//! Crash tests stop a mutation at a [`CrashPoint`] (steps 5, 6 and 7 above).
 //!
 //! Reads take the lock shared and catch up, so they see every acknowledged change of every
 //! process.
@@ -678,7 +692,9 @@ impl EmbeddedStore {
         self.read(|log| Ok(StatusSummary::from_tasks(log.iter().map(|s| &s.task))))
     }
 
-    /// See [`TaskBackend::create_plan`]. The tasks are logged first, then the plan document.
+    /// See [`TaskBackend::create_plan`]. The tasks are logged with the plan document they owe,
+    /// then the document is written (and, after a crash or a failed write, written on the next
+    /// open or mutation).
     pub fn create_plan(&self, goal: &str, tasks: Vec<NewTask>) -> Result<PlanRecord, Error> {
         if tasks.is_empty() {
             return Err(Error::InvalidRequest(
@@ -719,9 +735,10 @@ impl EmbeddedStore {
         self.decide_plan(plan_id, reason, PlanStatus::Rejected)
     }
 
-    /// Moves the plan's `planned` tasks, then records the decision on the plan document. If the
-    /// process dies between the two, the tasks have moved and the plan is still pending; deciding
-    /// it again finishes the job (no task is `planned` any more, so none moves twice).
+    /// Moves the plan's `planned` tasks and records the decided plan document as owed evidence
+    /// of the same log transaction, then writes the document. If the process dies (or the write
+    /// fails) between the two, the next open or mutation writes the document from the log
+    /// before anything else, so a later decision sees the plan decided.
     fn decide_plan(
         &self,
         plan_id: &str,
