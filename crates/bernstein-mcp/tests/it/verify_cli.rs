@@ -422,10 +422,17 @@ fn project_verify_reports_evidence_the_task_log_owes() {
     let key = bernstein_journal::key::AuditKey::from_file(&scratch.key()).unwrap();
     let store = EmbeddedStore::open(scratch.project(), Some(key.clone())).unwrap();
     let task = store
-        .create_task(bernstein_tasks::NewTask::new("crash", "between log and evidence"))
+        .create_task(bernstein_tasks::NewTask::new(
+            "crash",
+            "between log and evidence",
+        ))
         .unwrap();
     store.set_crash_point(Some(CrashPoint::AfterLogAppend));
-    assert!(store.claim_task(&task.id, &ClaimRequest::default()).is_err());
+    assert!(
+        store
+            .claim_task(&task.id, &ClaimRequest::default())
+            .is_err()
+    );
     drop(store);
 
     let out = run_in(&scratch, &["verify", "--json"]);
@@ -451,11 +458,21 @@ fn project_verify_reports_evidence_the_task_log_owes() {
         out.stdout
     );
     for gap in &tasks["detail"]["gaps"].as_array().unwrap()[..3] {
-        assert!(gap["file"].as_str().unwrap().ends_with(".sdd/runtime/tasks.jsonl"));
+        assert!(
+            gap["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(".sdd/runtime/tasks.jsonl")
+        );
         assert_eq!(gap["line"], 3, "{gap}");
     }
 
     EmbeddedStore::open(scratch.project(), Some(key)).unwrap();
     let out = run_in(&scratch, &["verify", "--json"]);
-    assert_eq!(json(&out.stdout)["sections"]["tasks"]["ok"], true, "{}", out.stdout);
+    assert_eq!(
+        json(&out.stdout)["sections"]["tasks"]["ok"],
+        true,
+        "{}",
+        out.stdout
+    );
 }

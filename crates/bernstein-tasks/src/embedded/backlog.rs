@@ -203,8 +203,12 @@ impl LockedBacklog<'_> {
                 let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
                     && row_claimer(row).is_some();
                 let at = row.get("claimed_at").and_then(Value::as_f64)?;
-                (claimed && is_open(&id) && !(at.is_finite() && at >= 0.0))
-                    .then(|| (index, format!("task {id}: claimed_at {at} is not a Unix time")))
+                (claimed && is_open(&id) && !(at.is_finite() && at >= 0.0)).then(|| {
+                    (
+                        index,
+                        format!("task {id}: claimed_at {at} is not a Unix time"),
+                    )
+                })
             })
             .collect()
     }

@@ -453,8 +453,8 @@ impl TaskLog {
     /// not fsynced: losing it to a power cut only makes the next process check that evidence
     /// again, which is idempotent. Call with the exclusive lock held.
     pub(crate) fn mark_evidence_written(&mut self, end: u64) -> Result<(), Error> {
-        let mut line = Value::Object(Object::new().with(EVIDENCE_WRITTEN_KEY, end))
-            .dumps(Dialect::PY_ROW);
+        let mut line =
+            Value::Object(Object::new().with(EVIDENCE_WRITTEN_KEY, end)).dumps(Dialect::PY_ROW);
         line.push('\n');
         self.write_lines(&line, 1, false)?;
         self.owed.retain(|owed| owed.end != end);
@@ -531,13 +531,9 @@ impl TaskLog {
         }
         bytes.push_str(body);
         let mut file = file;
-        let written = file.write_all(bytes.as_bytes()).and_then(|()| {
-            if sync {
-                file.sync_data()
-            } else {
-                Ok(())
-            }
-        });
+        let written = file
+            .write_all(bytes.as_bytes())
+            .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
         if let Err(e) = written {
             // Best effort: take back what this call wrote (and only that), so a change we
             // report as failed is not folded by the next reader.

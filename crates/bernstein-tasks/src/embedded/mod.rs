@@ -347,7 +347,8 @@ impl EmbeddedStore {
         let _guard = self.inner.lock.exclusive()?;
         log.catch_up()?;
         self.settle_owed(&mut log);
-        self.commit(&mut log, decide, plan_of).map(|(value, _)| value)
+        self.commit(&mut log, decide, plan_of)
+            .map(|(value, _)| value)
     }
 
     /// Writes the evidence the log says is still owed (idempotently) and marks each
@@ -797,8 +798,10 @@ pub fn verify_task_log(
     );
     let backlog = backlog::read_unlocked(&sdd.join("runtime"))?;
     let backlog_path = sdd.join("runtime").join(BACKLOG_FILE);
-    let is_open =
-        |id: &TaskId| log.get(id).is_some_and(|stored| stored.task.status == TaskStatus::Open);
+    let is_open = |id: &TaskId| {
+        log.get(id)
+            .is_some_and(|stored| stored.task.status == TaskStatus::Open)
+    };
     for (index, problem) in backlog.unadoptable(is_open) {
         gaps.push(EvidenceGap {
             file: backlog_path.clone(),

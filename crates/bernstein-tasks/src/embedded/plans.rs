@@ -187,7 +187,10 @@ enum Standing {
 fn standing(dir: &Path, plan: &Object) -> Result<(PathBuf, Standing), Error> {
     let id = plan.get("id").and_then(Value::as_str).unwrap_or_default();
     let path = plan_path(dir, id)?;
-    let wanted = plan.get("status").and_then(Value::as_str).unwrap_or("pending");
+    let wanted = plan
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("pending");
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((path, Standing::Missing)),

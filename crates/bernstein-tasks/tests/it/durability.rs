@@ -181,7 +181,10 @@ fn evidence_a_crash_left_unwritten_is_written_once_on_open() {
         let gaps = verify_task_log(dir.path(), Some(&chain)).unwrap();
         let kinds: Vec<&str> = gaps.iter().map(|g| g.kind).collect();
         assert!(kinds.contains(&"unwritten_evidence"), "{point:?}: {gaps:?}");
-        assert!(kinds.contains(&"missing_audit_event"), "{point:?}: {gaps:?}");
+        assert!(
+            kinds.contains(&"missing_audit_event"),
+            "{point:?}: {gaps:?}"
+        );
         assert_eq!(
             kinds.contains(&"missing_journal_row"),
             point != CrashPoint::AfterJournalRows,
@@ -298,7 +301,10 @@ fn a_reject_after_a_failed_approve_is_refused() {
         matches!(&err, Error::PlanAlreadyDecided { status, .. } if status == "approved"),
         "{err}"
     );
-    assert_eq!(store.get_plan(plan.id()).unwrap().status, PlanStatus::Approved);
+    assert_eq!(
+        store.get_plan(plan.id()).unwrap().status,
+        PlanStatus::Approved
+    );
     for estimate in &store.get_plan(plan.id()).unwrap().content.task_estimates {
         let id = TaskId::parse(&estimate.task_id).unwrap();
         assert_eq!(store.get_task(&id).unwrap().status, TaskStatus::Open);

@@ -383,7 +383,11 @@ fn kill_point_child() {
     else {
         return;
     };
-    let point = KILL_POINTS.iter().find(|(name, _)| *name == point).unwrap().1;
+    let point = KILL_POINTS
+        .iter()
+        .find(|(name, _)| *name == point)
+        .unwrap()
+        .1;
     let store = EmbeddedStore::open(dir, Some(test_key())).unwrap();
     begin_acks();
     store.set_crash_point(Some(point));
@@ -393,7 +397,9 @@ fn kill_point_child() {
                 claimer: Some("worker-kill".into()),
                 ..ClaimRequest::default()
             };
-            store.claim_task(&TaskId::parse(id).unwrap(), &claim).is_err()
+            store
+                .claim_task(&TaskId::parse(id).unwrap(), &claim)
+                .is_err()
         }
         _ => store.approve_plan(id, "approved, then killed").is_err(),
     };
@@ -419,7 +425,10 @@ fn die_at(dir: &Path, point: &str, op: &str, id: &str) {
         let _ = child.kill();
     }
     let status = child.wait().unwrap();
-    assert!(stopped.is_ok(), "{point} {op}: the child never reached the point");
+    assert!(
+        stopped.is_ok(),
+        "{point} {op}: the child never reached the point"
+    );
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(9), "{point} {op}: {status}");
 }
@@ -461,7 +470,9 @@ fn owed_evidence_survives_sigkill_at_each_kill_point() {
             .count();
         assert_eq!(receipts, 1, "{point}");
         let backlog = std::fs::read_to_string(
-            dir.path().join(".sdd/runtime").join(bernstein_tasks::embedded::BACKLOG_FILE),
+            dir.path()
+                .join(".sdd/runtime")
+                .join(bernstein_tasks::embedded::BACKLOG_FILE),
         )
         .unwrap();
         assert!(backlog.contains("worker-kill"), "{point}: {backlog}");

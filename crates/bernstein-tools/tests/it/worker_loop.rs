@@ -264,10 +264,7 @@ async fn a_stale_backlog_never_grants_a_second_claim() {
     let mut ids = Vec::new();
     for title in ["first task", "second task"] {
         let run = project
-            .call(
-                "bernstein_run",
-                json!({"goal": title, "role": "backend"}),
-            )
+            .call("bernstein_run", json!({"goal": title, "role": "backend"}))
             .await;
         ids.push(payload(&run)["task_id"].as_str().unwrap().to_owned());
     }
