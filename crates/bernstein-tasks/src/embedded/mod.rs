@@ -363,7 +363,7 @@ impl EmbeddedStore {
             match Owed::from_object(&entry.evidence) {
                 Ok(owed) => {
                     let missed = self.inner.evidence.replay(&owed, &self.inner.plans);
-                    if missed.is_empty() {
+                    if missed.is_empty() && self.inner.evidence.can_settle(&owed) {
                         if let Err(e) = log.mark_evidence_written(entry.end) {
                             failures.push(EvidenceFailure {
                                 target: "evidence marker".to_owned(),
@@ -413,6 +413,11 @@ impl EmbeddedStore {
                 claim.attempts,
             );
             if let Err(e) = adopted {
+                tracing::warn!(
+                    target: "bernstein_tasks::embedded",
+                    task_id = %claim.task_id,
+                    "backlog row skipped, its claim cannot be adopted: {e}"
+                );
                 failures.push(EvidenceFailure {
                     target: format!("backlog row {}", claim.task_id),
                     task_id: claim.task_id.to_string(),

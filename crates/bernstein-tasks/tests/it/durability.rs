@@ -342,3 +342,30 @@ fn bytes_past_the_last_record_are_never_cut() {
     }
     assert!(reopened.torn_tails().iter().any(|t| t.removed));
 }
+
+/// A store opened without the audit key writes the journal rows a crashed keyed store owed,
+/// but leaves its audit events owed (it cannot write them) for the next store with the key.
+#[test]
+fn a_keyless_store_leaves_owed_audit_events_for_a_keyed_one() {
+    let (dir, store) = project();
+    let task = store.create_task(request("t")).unwrap();
+    store.set_crash_point(Some(CrashPoint::AfterLogAppend));
+    assert!(
+        store
+            .claim_task(&task.id, &ClaimRequest::default())
+            .is_err()
+    );
+    drop(store);
+
+    let keyless = EmbeddedStore::open(dir.path(), None).unwrap();
+    keyless.create_task(request("u")).unwrap();
+    assert_eq!(claimed_rows(dir.path(), &task.id), 1);
+    assert_eq!(claim_events(dir.path(), &task.id), 0);
+    drop(keyless);
+
+    EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    assert_eq!(claim_events(dir.path(), &task.id), 1);
+    assert_eq!(claimed_rows(dir.path(), &task.id), 1);
+    let chain = AuditChain::open(dir.path().join(".sdd/audit"), test_key());
+    assert_eq!(verify_task_log(dir.path(), Some(&chain)).unwrap(), []);
+}
