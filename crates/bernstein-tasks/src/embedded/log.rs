@@ -18,7 +18,8 @@
 //! is not JSON, the other has no `id`). A newline-terminated line that does not parse as a
 //! record, or a batch broken in the middle of the file without a seal, is not crash damage:
 //! every operation then fails with [`Error::CorruptStore`] naming the line, and nothing is
-//! written. A failed append takes back only the bytes it wrote itself.
+//! written. A failed append cuts the file back to the length it had just before its own write
+//! (a lockless writer appending in that instant is the one case this cannot tell apart).
 //!
 //! **Owed evidence.** The last record of a transaction carries the evidence it owes under
 //! `evidence`; once that is written, a marker line `{"evidence_written": end}` follows (not

@@ -579,7 +579,9 @@ impl EmbeddedStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Storage`] when the rewrite fails (the old log is then untouched), or
+    /// [`Error::Storage`] when the rewrite fails (the old log is then untouched), when a
+    /// transaction still owes evidence that cannot be written, or when bytes lie past the last
+    /// complete record (crash debris, or a lockless writer's: the next append seals them); or
     /// [`Error::CorruptStore`].
     pub fn compact(&self) -> Result<Compaction, Error> {
         let mut log = lock_mutex(&self.inner.log);
