@@ -369,3 +369,30 @@ fn a_keyless_store_leaves_owed_audit_events_for_a_keyed_one() {
     let chain = AuditChain::open(dir.path().join(".sdd/audit"), test_key());
     assert_eq!(verify_task_log(dir.path(), Some(&chain)).unwrap(), []);
 }
+
+/// Issue 14 item 2, the crash itself: the process dies after the log holds a failure and
+/// before the backlog is rewritten, so the backlog still offers the failed task. A claim on
+/// the backlog file through the store is refused; the task is never granted again.
+#[test]
+fn a_crash_before_the_backlog_rewrite_never_grants_the_task_again() {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_in_project,
+    };
+    let (dir, store) = project();
+    let task = store.create_task(request("t")).unwrap();
+    store.set_crash_point(Some(CrashPoint::AfterLogAppend));
+    assert!(store.fail_task(&task.id, "broken").is_err());
+    store.set_crash_point(None);
+    let backlog = std::fs::read_to_string(runtime(dir.path()).join("task-backlog.json")).unwrap();
+    assert!(backlog.contains(task.id.as_str()), "{backlog}");
+
+    let claim = BacklogClaim::new("worker", ClaimFilter::default());
+    let outcome = store
+        .claim_through_backlog(|| {
+            claim_in_project(dir.path(), test_key(), &claim, ClaimTime::now())
+        })
+        .unwrap()
+        .unwrap();
+    assert!(!outcome.granted(), "{:?}", outcome.receipt);
+    assert_eq!(store.get_task(&task.id).unwrap().status, TaskStatus::Failed);
+}
