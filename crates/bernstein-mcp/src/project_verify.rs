@@ -3,7 +3,9 @@
 //! Each section is one library verifier, run in the order a reader checks evidence: the audit
 //! chain first (everything else anchors into it), then run journals and their handles, the
 //! mailbox (alone and against the chain), the claim receipts named on the command line, run
-//! artifacts with their blobs and spines, the lineage log, context capsules, and plans. A
+//! artifacts with their blobs and spines, the lineage log, context capsules, plans, and the
+//! task log against the evidence each of its transactions owes (journal rows, audit events,
+//! plan documents), with crash debris at its end. A
 //! section that finds nothing to check is present and ok, as in the reference's `verify_dir.py`.
 //! A section that cannot run (an unreadable directory, say) fails with the reason; the other
 //! sections still run.
@@ -11,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use bernstein_journal::artifacts::{LineageSpine, spine_findings, verify_all_run_artifacts};
-use bernstein_journal::audit::{self, VerifyReport};
+use bernstein_journal::audit::{self, AuditChain, VerifyReport};
 use bernstein_journal::capsule::{capsules_dir, verify_context_capsule};
 use bernstein_journal::claim::verify_claim_receipt_in_project;
 use bernstein_journal::durable;
@@ -78,6 +80,7 @@ pub(crate) fn verify_project(root: &Path, key: &AuditKey, receipts: &[PathBuf]) 
         lineage_section(root, &sdd, key),
         capsules_section(root, &audit_dir, key),
         plans_section(&sdd),
+        tasks_section(root, &audit_dir, key),
     ]
 }
 
@@ -436,6 +439,41 @@ fn plans_section(sdd: &Path) -> Section {
             )),
             Err(reason) => section.fail(format!("{name}: {reason}")),
         }
+    }
+    section
+}
+
+/// The task log against the evidence its transactions owe: each gap is reported with the log's
+/// file and line and a kind (`missing_journal_row`, `missing_audit_event`, `missing_plan`,
+/// `stale_plan`, `unwritten_evidence`, `torn_tail`, ...). A log that cannot be read fails the
+/// section with the reason (a corrupt line names its line).
+fn tasks_section(root: &Path, audit_dir: &Path, key: &AuditKey) -> Section {
+    let mut section = Section::new("tasks");
+    let log = root
+        .join(".sdd")
+        .join("runtime")
+        .join(bernstein_tasks::embedded::TASK_LOG_FILE);
+    if !log.exists() {
+        return section;
+    }
+    section.present = true;
+    let chain = AuditChain::open(audit_dir, key.clone());
+    match bernstein_tasks::embedded::verify_task_log(root, Some(&chain)) {
+        Ok(gaps) => {
+            let mut listed = Vec::new();
+            for gap in &gaps {
+                section.fail(gap.to_string());
+                listed.push(Value::Object(
+                    Object::new()
+                        .with("file", gap.file.display().to_string())
+                        .with("line", gap.line)
+                        .with("kind", gap.kind)
+                        .with("detail", gap.detail.as_str()),
+                ));
+            }
+            section.detail.insert("gaps", listed);
+        }
+        Err(err) => section.fail(err.to_string()),
     }
     section
 }

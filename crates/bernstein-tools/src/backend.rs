@@ -492,9 +492,16 @@ impl Backend {
                 let key = self.require_key("a claim receipt")?.clone();
                 let request = claim_request_from_body(body);
                 let root = store.workdir().to_path_buf();
-                // No clock reading here: the claim reads it under the chain lock (`None`).
-                let outcome =
-                    run_blocking(move || claim_in_project(&root, key, &request, None)).await??;
+                let store = store.clone();
+                // The claim runs under the store lock, on a backlog the store has just brought
+                // in step with its task log, and the store adopts a granted claim before we
+                // answer: a stale backlog can never grant a task twice.
+                let outcome = run_blocking(move || {
+                    store.claim_through_backlog(|| {
+                        claim_in_project(&root, key, &request, None)
+                    })
+                })
+                .await???;
                 // The embedded store rewrites the backlog file whenever its tasks change, so a
                 // receipt checked against the file would stop verifying at the next unrelated
                 // task. Like the reference server's claims on its task store, the receipt

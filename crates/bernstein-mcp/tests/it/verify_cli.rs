@@ -406,7 +406,7 @@ fn project_verify_matches_the_reference_verdict_on_every_vector_tree() {
         assert_eq!(report["ok"], *ok, "{case} {receipts:?}: {}", out.stdout);
         assert_eq!(out.code, if *ok { 0 } else { 1 }, "{case}");
         let sections: Vec<&String> = report["sections"].as_object().unwrap().keys().collect();
-        assert_eq!(sections.len(), 8, "{case}: {sections:?}");
+        assert_eq!(sections.len(), 9, "{case}: {sections:?}");
     }
 }
 
@@ -446,5 +446,72 @@ fn project_verify_lists_a_torn_tail_a_writer_cut() {
         text.stdout.contains(&format!("note: {expected}")),
         "{}",
         text.stdout
+    );
+}
+
+/// Issue 14 item 6a: a change the task log holds without its evidence (a crash between the log
+/// append and the evidence) is reported by `verify` with the log's file, line and the kind of
+/// gap; once a store has opened the project (and replayed the evidence) it verifies clean.
+#[test]
+fn project_verify_reports_evidence_the_task_log_owes() {
+    use bernstein_tasks::backend::ClaimRequest;
+    use bernstein_tasks::embedded::{CrashPoint, EmbeddedStore};
+
+    let scratch = Scratch::of("plan", "audit.key");
+    let key = bernstein_journal::key::AuditKey::from_file(&scratch.key()).unwrap();
+    let store = EmbeddedStore::open(scratch.project(), Some(key.clone())).unwrap();
+    let task = store
+        .create_task(bernstein_tasks::NewTask::new(
+            "crash",
+            "between log and evidence",
+        ))
+        .unwrap();
+    store.set_crash_point(Some(CrashPoint::AfterLogAppend));
+    assert!(
+        store
+            .claim_task(&task.id, &ClaimRequest::default())
+            .is_err()
+    );
+    drop(store);
+
+    let out = run_in(&scratch, &["verify", "--json"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    let report = json(&out.stdout);
+    let tasks = &report["sections"]["tasks"];
+    assert_eq!(tasks["ok"], false, "{}", out.stdout);
+    let kinds: Vec<&str> = tasks["detail"]["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|gap| gap["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "unwritten_evidence",
+            "missing_journal_row",
+            "missing_audit_event",
+            "stale_backlog"
+        ],
+        "{}",
+        out.stdout
+    );
+    for gap in &tasks["detail"]["gaps"].as_array().unwrap()[..3] {
+        assert!(
+            gap["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(".sdd/runtime/tasks.jsonl")
+        );
+        assert_eq!(gap["line"], 3, "{gap}");
+    }
+
+    EmbeddedStore::open(scratch.project(), Some(key)).unwrap();
+    let out = run_in(&scratch, &["verify", "--json"]);
+    assert_eq!(
+        json(&out.stdout)["sections"]["tasks"]["ok"],
+        true,
+        "{}",
+        out.stdout
     );
 }

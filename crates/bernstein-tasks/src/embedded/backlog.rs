@@ -58,7 +58,9 @@ pub(crate) struct BacklogClaim {
 #[derive(Debug)]
 pub(crate) struct LockedBacklog<'a> {
     path: PathBuf,
-    _guard: LockGuard<'a>,
+    /// The backlog lock, held until this drops (`None` for a verifier's read, which writes
+    /// nothing).
+    _guard: Option<LockGuard<'a>>,
     /// The file text, `None` when the file does not exist.
     original: Option<String>,
     /// The rows, or why the file cannot be used.
@@ -71,6 +73,15 @@ pub(crate) fn lock_and_read<'a>(
     lock: &'a LockFile,
 ) -> Result<LockedBacklog<'a>, Error> {
     let guard = lock.exclusive()?;
+    read(runtime_dir, Some(guard))
+}
+
+/// Reads the backlog without its lock, for a verifier: the result is only ever compared.
+pub(crate) fn read_unlocked(runtime_dir: &Path) -> Result<LockedBacklog<'static>, Error> {
+    read(runtime_dir, None)
+}
+
+fn read<'a>(runtime_dir: &Path, guard: Option<LockGuard<'a>>) -> Result<LockedBacklog<'a>, Error> {
     let path = runtime_dir.join(BACKLOG_FILE);
     let original = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
@@ -173,8 +184,44 @@ impl LockedBacklog<'_> {
         tasks: impl IntoIterator<Item = &'t Task>,
         lookup: impl Fn(&TaskId) -> Option<&'t Task>,
     ) -> Result<(), Error> {
+        match self.projection(tasks, lookup) {
+            Some(text) => fsio::write_atomic(&self.path, text.as_bytes()),
+            None => Ok(()),
+        }
+    }
+
+    /// Rows whose claim the store cannot adopt because a field breaks the task rules (a claim
+    /// time of -1, NaN or Infinity): `(row index, task id, problem)`.
+    pub(crate) fn unadoptable(&self, is_open: impl Fn(&TaskId) -> bool) -> Vec<(usize, String)> {
         let Ok(rows) = &self.rows else {
-            return Ok(());
+            return Vec::new();
+        };
+        rows.iter()
+            .enumerate()
+            .filter_map(|(index, row)| {
+                let id = row_id(row)?;
+                let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
+                    && row_claimer(row).is_some();
+                let at = row.get("claimed_at").and_then(Value::as_f64)?;
+                (claimed && is_open(&id) && !(at.is_finite() && at >= 0.0)).then(|| {
+                    (
+                        index,
+                        format!("task {id}: claimed_at {at} is not a Unix time"),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The file text the projection of `tasks` calls for, or `None` when the file already
+    /// holds it (or cannot be used).
+    pub(crate) fn projection<'t>(
+        &self,
+        tasks: impl IntoIterator<Item = &'t Task>,
+        lookup: impl Fn(&TaskId) -> Option<&'t Task>,
+    ) -> Option<String> {
+        let Ok(rows) = &self.rows else {
+            return None;
         };
         let mut out: Vec<Value> = Vec::new();
         let mut seen = BTreeSet::new();
@@ -201,9 +248,9 @@ impl LockedBacklog<'_> {
         if self.original.as_deref() == Some(text.as_str())
             || (self.original.is_none() && text == "[]")
         {
-            return Ok(());
+            return None;
         }
-        fsio::write_atomic(&self.path, text.as_bytes())
+        Some(text)
     }
 }
 

@@ -1,15 +1,28 @@
-//! Writing the evidence of a committed mutation: run-journal rows, then audit events.
+//! Writing the evidence of a committed mutation: run-journal rows, then audit events, then a
+//! plan document.
 //!
 //! Evidence is written after the task log holds the change, so a crash can lose evidence of a
 //! change but never leave evidence of a change the log does not hold. As in the reference
 //! (`_record_claim_receipt`, `_record_release_receipt`: "best-effort, never blocks the
 //! transition"), a failed evidence write does not undo or fail the committed change: it is
 //! logged and kept in the store's list of [`EvidenceFailure`]s for the caller to surface.
+//!
+//! **Owed evidence.** What a transaction must write is carried on its last log line
+//! (`"evidence": {"journal": [...], "audit": [...], "plan": {...}}`), and a marker line follows
+//! once it is all written. A transaction without its marker (the writer died, or a write
+//! failed) is replayed under the store lock by the next process that opens the store or
+//! mutates it ([`EvidenceSinks::replay`]): each journal row and audit event is looked up first
+//! (by task, event and task version) and written only when absent, so replaying twice writes
+//! nothing twice. A plan document is only ever moved forward (missing to pending, pending to
+//! decided), so an old replay cannot undo a later decision.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use bernstein_journal::audit::{AuditChain, AuditEvent};
-use bernstein_journal::run_journal::{HashProfile, JournalWriter, task_run_id};
+use bernstein_journal::handle::render_indent2;
+use bernstein_journal::run_journal::{HashProfile, JournalWriter, load_run_journal, task_run_id};
+use bernstein_protocol::pyjson::{Object, Value};
 
 use super::txn::JournalRow;
 
@@ -45,23 +58,30 @@ impl EvidenceSinks {
         self.chain.as_ref()
     }
 
-    /// Writes every row and event in order and returns what failed. Journal rows go first: the
-    /// run handle a host polls reads them, and the audit chain head it embeds should not be
-    /// ahead of the journal it vouches for.
-    pub(crate) fn write(&self, rows: &[JournalRow], events: &[AuditEvent]) -> Vec<EvidenceFailure> {
+    /// Appends the run-journal rows in order and returns what failed. Journal rows go before
+    /// audit events: the run handle a host polls reads them, and the audit chain head it embeds
+    /// should not be ahead of the journal it vouches for.
+    pub(crate) fn write_rows(&self, rows: &[OwedRow]) -> Vec<EvidenceFailure> {
         let mut failures = Vec::new();
         for row in rows {
-            let run_id = task_run_id(row.task_id.as_str());
+            let run_id = task_run_id(&row.task_id);
             let appended = JournalWriter::open(&self.project_root, &run_id, HashProfile::PyJsonV1)
-                .and_then(|mut writer| writer.append(row.event, &row.payload));
+                .and_then(|mut writer| writer.append(&row.event, &row.payload));
             if let Err(e) = appended {
                 failures.push(EvidenceFailure {
                     target: format!("run journal {run_id} ({})", row.event),
-                    task_id: row.task_id.to_string(),
+                    task_id: row.task_id.clone(),
                     message: e.to_string(),
                 });
             }
         }
+        warn(&failures);
+        failures
+    }
+
+    /// Appends the audit events in order (when the store has a chain) and returns what failed.
+    pub(crate) fn write_events(&self, events: &[AuditEvent]) -> Vec<EvidenceFailure> {
+        let mut failures = Vec::new();
         if let Some(chain) = &self.chain {
             for event in events {
                 if let Err(e) = chain.append(event) {
@@ -73,15 +93,345 @@ impl EvidenceSinks {
                 }
             }
         }
-        for failure in &failures {
-            tracing::warn!(
-                target: "bernstein_tasks::embedded",
-                task_id = %failure.task_id,
-                "{} not written after the task change was stored: {}",
-                failure.target,
-                failure.message
-            );
-        }
+        warn(&failures);
         failures
     }
+
+    /// Whether these sinks can write everything `owed` lists: audit events need the chain,
+    /// which a store opened without a key does not have (it leaves them owed for one that has).
+    pub(crate) fn can_settle(&self, owed: &Owed) -> bool {
+        self.chain.is_some() || owed.events.is_empty()
+    }
+
+    /// Writes whatever of `owed` is not on disk yet (see the module documentation) and returns
+    /// what failed.
+    pub(crate) fn replay(&self, owed: &Owed, plans_dir: &Path) -> Vec<EvidenceFailure> {
+        let rows: Vec<OwedRow> = owed
+            .rows
+            .iter()
+            .filter(|row| !journal_has(&self.project_root, row))
+            .cloned()
+            .collect();
+        let mut failures = self.write_rows(&rows);
+        if let Some(chain) = &self.chain
+            && !owed.events.is_empty()
+        {
+            let present = chain_events(chain);
+            let missing: Vec<AuditEvent> = owed
+                .events
+                .iter()
+                .filter(|event| !present.contains(&event_identity(event)))
+                .cloned()
+                .collect();
+            failures.extend(self.write_events(&missing));
+        }
+        if let Some(plan) = &owed.plan
+            && let Err(e) = super::plans::write_forward(plans_dir, plan)
+        {
+            failures.push(plan_failure(plan, &e));
+        }
+        warn(&failures);
+        failures
+    }
+}
+
+/// The failure of a plan document write.
+pub(crate) fn plan_failure(plan: &Object, error: &crate::Error) -> EvidenceFailure {
+    EvidenceFailure {
+        target: "plan document".to_owned(),
+        task_id: plan
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        message: error.to_string(),
+    }
+}
+
+fn warn(failures: &[EvidenceFailure]) {
+    for failure in failures {
+        tracing::warn!(
+            target: "bernstein_tasks::embedded",
+            task_id = %failure.task_id,
+            "{} not written after the task change was stored: {}",
+            failure.target,
+            failure.message
+        );
+    }
+}
+
+/// One owed run-journal row.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OwedRow {
+    /// The task whose run journal receives the row.
+    pub(crate) task_id: String,
+    /// The event name.
+    pub(crate) event: String,
+    /// The payload (`task_id`, `status`, `task_version`, ...).
+    pub(crate) payload: Object,
+}
+
+impl From<&JournalRow> for OwedRow {
+    fn from(row: &JournalRow) -> OwedRow {
+        OwedRow {
+            task_id: row.task_id.to_string(),
+            event: row.event.to_owned(),
+            payload: row.payload.clone(),
+        }
+    }
+}
+
+/// Everything one transaction owes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Owed {
+    /// Run-journal rows, in order.
+    pub(crate) rows: Vec<OwedRow>,
+    /// Audit events, in order.
+    pub(crate) events: Vec<AuditEvent>,
+    /// The plan document to bring forward to, when the transaction changed a plan.
+    pub(crate) plan: Option<Object>,
+}
+
+impl Owed {
+    /// Whether nothing is owed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.events.is_empty() && self.plan.is_none()
+    }
+
+    /// The `evidence` object of the log line.
+    pub(crate) fn to_object(&self) -> Object {
+        let mut object = Object::new();
+        if !self.rows.is_empty() {
+            let rows: Vec<Value> = self
+                .rows
+                .iter()
+                .map(|row| {
+                    Value::Object(
+                        Object::new()
+                            .with("task_id", row.task_id.as_str())
+                            .with("event", row.event.as_str())
+                            .with("payload", row.payload.clone()),
+                    )
+                })
+                .collect();
+            object.insert("journal", rows);
+        }
+        if !self.events.is_empty() {
+            let events: Vec<Value> = self
+                .events
+                .iter()
+                .map(|event| {
+                    Value::Object(
+                        Object::new()
+                            .with("event_type", event.event_type.as_str())
+                            .with("actor", event.actor.as_str())
+                            .with("resource_type", event.resource_type.as_str())
+                            .with("resource_id", event.resource_id.as_str())
+                            .with("details", event.details.clone()),
+                    )
+                })
+                .collect();
+            object.insert("audit", events);
+        }
+        if let Some(plan) = &self.plan {
+            object.insert("plan", plan.clone());
+        }
+        object
+    }
+
+    /// Reads an `evidence` object back; parts that are not well formed are reported.
+    pub(crate) fn from_object(object: &Object) -> Result<Owed, String> {
+        let text = |item: &Object, key: &str| -> Result<String, String> {
+            item.get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{key}: must be a string"))
+        };
+        let items = |key: &str| -> Result<Vec<Object>, String> {
+            match object.get(key) {
+                None => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|item| {
+                        item.as_object()
+                            .cloned()
+                            .ok_or_else(|| format!("{key}: every item must be an object"))
+                    })
+                    .collect(),
+                Some(_) => Err(format!("{key}: must be a list")),
+            }
+        };
+        let field = |item: &Object, key: &str| -> Result<Object, String> {
+            item.get(key)
+                .and_then(Value::as_object)
+                .cloned()
+                .ok_or_else(|| format!("{key}: must be an object"))
+        };
+        let mut owed = Owed::default();
+        for item in items("journal")? {
+            owed.rows.push(OwedRow {
+                task_id: text(&item, "task_id")?,
+                event: text(&item, "event")?,
+                payload: field(&item, "payload")?,
+            });
+        }
+        for item in items("audit")? {
+            owed.events.push(AuditEvent::new(
+                text(&item, "event_type")?,
+                text(&item, "actor")?,
+                text(&item, "resource_type")?,
+                text(&item, "resource_id")?,
+                field(&item, "details")?,
+            ));
+        }
+        owed.plan = match object.get("plan") {
+            None => None,
+            Some(Value::Object(plan)) => Some(plan.clone()),
+            Some(_) => return Err("plan: must be an object".to_owned()),
+        };
+        Ok(owed)
+    }
+}
+
+/// What tells one task event from another: type, resource and the task version it names
+/// (`task.created` names none; a task is created once).
+fn event_identity(event: &AuditEvent) -> (String, String, Option<i64>) {
+    (
+        event.event_type.clone(),
+        event.resource_id.clone(),
+        event.details.get("task_version").and_then(Value::as_i64),
+    )
+}
+
+/// The identities of every verified event on `chain`.
+fn chain_events(chain: &AuditChain) -> BTreeSet<(String, String, Option<i64>)> {
+    chain
+        .verified_records()
+        .map(|record| {
+            (
+                record.event_type,
+                record.resource_id,
+                record.details.get("task_version").and_then(Value::as_i64),
+            )
+        })
+        .collect()
+}
+
+/// Whether the task's run journal already holds `row` (same event, same task version).
+fn journal_has(project_root: &Path, row: &OwedRow) -> bool {
+    let version = row.payload.get("task_version");
+    load_run_journal(project_root, &task_run_id(&row.task_id)).is_ok_and(|journal| {
+        journal.rows.iter().any(|found| {
+            found.get("event").and_then(Value::as_str) == Some(row.event.as_str())
+                && found.get("task_version") == version
+        })
+    })
+}
+
+/// A gap between the task log and the evidence it owes, found by [`verify_task_log`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidenceGap {
+    /// The file the gap is in (`.sdd/runtime/tasks.jsonl`, or the backlog).
+    pub file: PathBuf,
+    /// 1-based line of the transaction's last record (see `kind` for the backlog).
+    pub line: u64,
+    /// `missing_journal_row`, `missing_audit_event`, `missing_plan`, `stale_plan`,
+    /// `unreadable_plan`, `unwritten_evidence` (no marker yet), `malformed_evidence`,
+    /// `torn_tail`, `stale_backlog`, `unreadable_backlog` or `unadoptable_backlog_row` (for the
+    /// backlog, `line` is the 1-based row, or 0 for the whole file).
+    pub kind: &'static str,
+    /// What exactly is missing, for people.
+    pub detail: String,
+}
+
+impl std::fmt::Display for EvidenceGap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: {}: {}",
+            self.file.display(),
+            self.line,
+            self.kind,
+            self.detail
+        )
+    }
+}
+
+/// Checks every transaction's owed evidence against the run journals, the audit chain (when
+/// `chain` is given) and the plan documents, without writing anything.
+pub(crate) fn check_history(
+    log_path: &Path,
+    history: &[super::log::OwedEvidence],
+    owed_now: &[super::log::OwedEvidence],
+    project_root: &Path,
+    chain: Option<&AuditChain>,
+    plans_dir: &Path,
+) -> Vec<EvidenceGap> {
+    let mut gaps = Vec::new();
+    let gap = |line: u64, kind: &'static str, detail: String| EvidenceGap {
+        file: log_path.to_path_buf(),
+        line,
+        kind,
+        detail,
+    };
+    let present = chain.map(chain_events);
+    for entry in history {
+        let owed = match Owed::from_object(&entry.evidence) {
+            Ok(owed) => owed,
+            Err(problem) => {
+                gaps.push(gap(entry.line, "malformed_evidence", problem));
+                continue;
+            }
+        };
+        if owed_now.iter().any(|o| o.end == entry.end) {
+            gaps.push(gap(
+                entry.line,
+                "unwritten_evidence",
+                "no marker says this transaction's evidence was written".to_owned(),
+            ));
+        }
+        for row in &owed.rows {
+            if !journal_has(project_root, row) {
+                gaps.push(gap(
+                    entry.line,
+                    "missing_journal_row",
+                    format!(
+                        "{} of task {} (task_version {}) is not in .sdd/runs/{}/journal.jsonl",
+                        row.event,
+                        row.task_id,
+                        row.payload
+                            .get("task_version")
+                            .map(Value::to_python_str)
+                            .unwrap_or_default(),
+                        task_run_id(&row.task_id)
+                    ),
+                ));
+            }
+        }
+        if let Some(present) = &present {
+            for event in &owed.events {
+                if !present.contains(&event_identity(event)) {
+                    gaps.push(gap(
+                        entry.line,
+                        "missing_audit_event",
+                        format!(
+                            "{} of {} is not on the audit chain",
+                            event.event_type, event.resource_id
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(plan) = &owed.plan
+            && let Some(problem) = super::plans::behind(plans_dir, plan)
+        {
+            gaps.push(gap(entry.line, problem.0, problem.1));
+        }
+    }
+    gaps
+}
+
+/// Renders a plan object as its document text.
+pub(crate) fn plan_text(plan: &Object) -> String {
+    render_indent2(&Value::Object(plan.clone()))
 }

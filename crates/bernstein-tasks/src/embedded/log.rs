@@ -8,45 +8,86 @@
 //!
 //! **Torn tails.** Bytes after the last newline, or a batch whose lines stop short of `n`, can
 //! only be the remains of a write that never returned, hence never acknowledged. A reader skips
-//! them and reports them ([`TornTail`]); the next writer, holding the exclusive lock, truncates
-//! them away (and fsyncs) before it appends. A newline-terminated line that does not parse as a
-//! record, or a batch broken in the middle of the file, is not crash damage: every operation then
-//! fails with [`Error::CorruptStore`] naming the line, and nothing is written.
+//! them and reports them ([`TornTail`]). The next writer, holding the exclusive lock, never cuts
+//! them: the reference's `bernstein serve` appends to this same log without taking
+//! `tasks.jsonl.lock` (its store is single-process by design and uses an in-process lock), so
+//! bytes past our last complete record may be another writer's. It first folds any complete
+//! record that appeared, then ends the debris with a newline if it lacks one and writes a seal
+//! line `{"torn_tail": [offset, length]}` naming exactly the voided bytes, before its own
+//! records, in the same write. Readers skip a sealed region (the reference skips both lines: one
+//! is not JSON, the other has no `id`). A newline-terminated line that does not parse as a
+//! record, or a batch broken in the middle of the file without a seal, is not crash damage:
+//! every operation then fails with [`Error::CorruptStore`] naming the line, and nothing is
+//! written. A failed append cuts the file back to the length it had just before its own write
+//! (a lockless writer appending in that instant is the one case this cannot tell apart).
+//!
+//! **Owed evidence.** The last record of a transaction carries the evidence it owes under
+//! `evidence`; once that is written, a marker line `{"evidence_written": end}` follows (not
+//! fsynced: losing it only causes an idempotent re-check). The fold keeps the transactions
+//! without a marker ([`TaskLog::owed`]); compaction waits until there are none.
 //!
 //! **Other processes.** Callers hold the store's lock file around [`TaskLog::catch_up`] and
 //! [`TaskLog::append`]. Catching up reads only the bytes appended since the last read; when the
 //! file was replaced (compaction by another process: new inode) or shrank, the fold restarts from
-//! the beginning.
+//! the beginning. The fold holds the file it read open, so its inode cannot be freed and handed
+//! to a later compaction's file: an equal `(st_dev, st_ino)` really is the same file. (Without
+//! that, ext4 reuses the number at once, and a reader could take a compacted log for the one it
+//! had read and skip or misread the changes in it.) Compaction refuses while bytes past the last
+//! record exist, since a rename would drop them.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 
-use bernstein_protocol::pyjson::Value;
+use bernstein_protocol::pyjson::{Dialect, Object, Value};
 
 use super::fsio::{self, FILE_MODE};
-use super::record::StoredTask;
+use super::record::{EVIDENCE_KEY, StoredTask};
 use crate::error::Error;
 use crate::model::TaskId;
+
+/// Key of a seal line: `{"torn_tail": [offset, length]}` voids the bytes it names.
+const SEAL_KEY: &str = "torn_tail";
+/// How a seal line starts, so a reader can tell one without parsing every line twice.
+const SEAL_PREFIX: &[u8] = b"{\"torn_tail\": ";
+/// Key of an evidence marker line: `{"evidence_written": end}` says the evidence of the
+/// transaction ending at byte `end` is written.
+const EVIDENCE_WRITTEN_KEY: &str = "evidence_written";
 
 /// Crash debris found at the end of the task log: bytes of a write that never completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TornTail {
     /// Where the debris starts (the end of the last complete record or transaction).
     pub offset: u64,
-    /// How many bytes it spans.
+    /// How many bytes it spans (for a sealed tear, including the newline the seal added).
     pub length: u64,
-    /// Whether it has been truncated away (by an append or a compaction of this process).
+    /// Whether a writer has dealt with it: sealed in place by an append (the bytes stay, voided
+    /// by the seal line after them) or dropped by a compaction.
     pub removed: bool,
+}
+
+/// Evidence a committed transaction owes: what its last record carries under `evidence`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OwedEvidence {
+    /// End offset of the transaction in the log file (the marker line names it).
+    pub(crate) end: u64,
+    /// 1-based line of the transaction's last record.
+    pub(crate) line: u64,
+    /// `{"journal": [...], "audit": [...], "plan": {...}}`, each part optional.
+    pub(crate) evidence: Object,
 }
 
 /// The fold of the task log, plus where reading stopped.
 #[derive(Debug, Default)]
 pub(crate) struct TaskLog {
     path: PathBuf,
-    /// `(st_dev, st_ino)` of the file the fold was read from.
+    /// The file the fold was read from, held open. While a descriptor holds it, its inode cannot
+    /// be freed, so no later file at the same path (a compaction's rename) can reuse its number:
+    /// `(st_dev, st_ino)` equality with the path's current file then really means the same file.
+    file: Option<File>,
+    /// `(st_dev, st_ino)` of [`TaskLog::file`].
     identity: Option<(u64, u64)>,
     /// End offset of the last committed record.
     consumed: u64,
@@ -60,6 +101,10 @@ pub(crate) struct TaskLog {
     torn: Option<TornTail>,
     /// Every tear this process has seen, in the order it saw them.
     tears_seen: Vec<TornTail>,
+    /// Transactions whose evidence no marker line says is written, oldest first.
+    owed: Vec<OwedEvidence>,
+    /// Every transaction's evidence, when kept for verification.
+    history: Option<Vec<OwedEvidence>>,
 }
 
 impl TaskLog {
@@ -68,6 +113,14 @@ impl TaskLog {
         TaskLog {
             path,
             ..TaskLog::default()
+        }
+    }
+
+    /// An empty fold that also keeps the evidence of every transaction it reads.
+    pub(crate) fn keeping_history(path: PathBuf) -> TaskLog {
+        TaskLog {
+            history: Some(Vec::new()),
+            ..TaskLog::new(path)
         }
     }
 
@@ -101,19 +154,34 @@ impl TaskLog {
         self.records
     }
 
+    /// Lines before the end of the last complete record.
+    pub(crate) fn lines(&self) -> u64 {
+        self.lines
+    }
+
     /// Every tear this process has seen.
     pub(crate) fn tears_seen(&self) -> &[TornTail] {
         &self.tears_seen
     }
 
-    fn reset(&mut self) {
-        *self = TaskLog::new(std::mem::take(&mut self.path))
-            .with_tears(std::mem::take(&mut self.tears_seen));
+    /// Transactions whose evidence is not marked written, oldest first.
+    pub(crate) fn owed(&self) -> &[OwedEvidence] {
+        &self.owed
     }
 
-    fn with_tears(mut self, tears: Vec<TornTail>) -> TaskLog {
-        self.tears_seen = tears;
-        self
+    /// The evidence of every transaction read, for a fold made with
+    /// [`TaskLog::keeping_history`].
+    pub(crate) fn history(&self) -> &[OwedEvidence] {
+        self.history.as_deref().unwrap_or_default()
+    }
+
+    fn reset(&mut self) {
+        let history = self.history.as_ref().map(|_| Vec::new());
+        *self = TaskLog {
+            history,
+            tears_seen: std::mem::take(&mut self.tears_seen),
+            ..TaskLog::new(std::mem::take(&mut self.path))
+        };
     }
 
     fn apply(&mut self, stored: StoredTask) {
@@ -123,6 +191,13 @@ impl TaskLog {
         }
         self.tasks.insert(id, stored);
         self.records += 1;
+    }
+
+    fn owe(&mut self, owed: OwedEvidence) {
+        if let Some(history) = &mut self.history {
+            history.push(owed.clone());
+        }
+        self.owed.push(owed);
     }
 
     fn note_tear(&mut self, tear: TornTail) {
@@ -155,6 +230,7 @@ impl TaskLog {
         }
         if meta.len() == self.consumed {
             self.torn = None;
+            self.file = Some(file);
             return Ok(());
         }
         file.seek(SeekFrom::Start(self.consumed))
@@ -162,6 +238,7 @@ impl TaskLog {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| Error::storage("read", &self.path, &e))?;
+        self.file = Some(file);
         self.fold_bytes(&bytes)
     }
 
@@ -184,14 +261,57 @@ impl TaskLog {
         Ok(())
     }
 
+    /// When the line starting at `at` is a seal voiding exactly `[from, to)` (absolute offsets),
+    /// the end of the seal line (relative to `bytes`) and the voided length.
+    fn seal_at(bytes: &[u8], at: usize, from: u64, to: u64) -> Option<(usize, u64)> {
+        let rest = bytes.get(at..)?;
+        if !rest.starts_with(SEAL_PREFIX) {
+            return None;
+        }
+        let newline = rest.iter().position(|&b| b == b'\n')?;
+        let text = std::str::from_utf8(&rest[..newline]).ok()?;
+        let value = Value::parse(text).ok()?;
+        let pair = value.as_object()?.get(SEAL_KEY)?.as_array()?;
+        let [Value::Int(offset), Value::Int(length)] = pair else {
+            return None;
+        };
+        let (offset, length) = (offset.as_u64()?, length.as_u64()?);
+        (offset == from && offset.checked_add(length) == Some(to))
+            .then_some((at + newline + 1, length))
+    }
+
     /// Folds the complete records and transactions of `bytes`, advancing `committed` past each.
     fn fold_from(&mut self, bytes: &[u8], committed: &mut usize) -> Result<(), Error> {
-        // A transaction being collected: its records and its declared size.
+        let origin = self.consumed;
+        // A transaction being collected: its records, its declared size, its owed evidence.
         let mut pending: Vec<StoredTask> = Vec::new();
         let mut pending_size = 0usize;
         let mut start = 0usize;
         while let Some(newline) = bytes[start..].iter().position(|&b| b == b'\n') {
             let end = start + newline + 1;
+            // Debris a later writer sealed: everything from the last commit to here is void.
+            let void_from = origin + *committed as u64;
+            if let Some((seal_end, length)) =
+                Self::seal_at(bytes, end, void_from, origin + end as u64)
+            {
+                let voided = bytes[*committed..seal_end]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count();
+                self.lines += voided as u64;
+                pending.clear();
+                let tear = TornTail {
+                    offset: void_from,
+                    length,
+                    removed: true,
+                };
+                if !self.tears_seen.contains(&tear) {
+                    self.tears_seen.push(tear);
+                }
+                *committed = seal_end;
+                start = seal_end;
+                continue;
+            }
             let line_number = self.lines + pending.len() as u64 + 1;
             let corrupt = |problem: String| Error::CorruptStore {
                 path: self.path.clone(),
@@ -216,6 +336,28 @@ impl TaskLog {
             let record = value
                 .as_object()
                 .ok_or_else(|| corrupt("not a JSON object".to_owned()))?;
+            if !record.contains_key("id")
+                && let Some(marker) = record.get(EVIDENCE_WRITTEN_KEY)
+            {
+                let Some(written) = marker.as_i64().and_then(|n| u64::try_from(n).ok()) else {
+                    return Err(corrupt("an evidence marker without an offset".to_owned()));
+                };
+                if !pending.is_empty() {
+                    return Err(corrupt(
+                        "an evidence marker inside a multi-record transaction".to_owned(),
+                    ));
+                }
+                self.owed.retain(|owed| owed.end != written);
+                self.lines += 1;
+                *committed = end;
+                start = end;
+                continue;
+            }
+            let evidence = match record.get(EVIDENCE_KEY) {
+                None => None,
+                Some(Value::Object(evidence)) => Some(evidence.clone()),
+                Some(_) => return Err(corrupt("evidence: must be an object".to_owned())),
+            };
             let (stored, batch) = StoredTask::from_record(record).map_err(|problems| {
                 corrupt(
                     problems
@@ -244,6 +386,11 @@ impl TaskLog {
                             "transaction record {index}/{size} where record {expected} was due"
                         )));
                     }
+                    if evidence.is_some() && index != size {
+                        return Err(corrupt(format!(
+                            "evidence on transaction record {index}/{size}, not the last"
+                        )));
+                    }
                     pending_size = size;
                     pending.push(stored);
                     if index == size {
@@ -255,27 +402,76 @@ impl TaskLog {
                     }
                 }
             }
+            if let Some(evidence) = evidence
+                && pending.is_empty()
+            {
+                self.owe(OwedEvidence {
+                    end: origin + end as u64,
+                    line: self.lines,
+                    evidence,
+                });
+            }
             start = end;
         }
         Ok(())
     }
 
-    /// Appends `records` (one transaction) durably: truncates crash debris first, writes every
-    /// line in one `write(2)`, `fdatasync`s, and fsyncs the directory when the file is new. Call
-    /// with the exclusive lock held, right after [`TaskLog::catch_up`]. On failure the file is
-    /// cut back to where it was, so the change does not take effect.
-    pub(crate) fn append(&mut self, records: Vec<StoredTask>) -> Result<(), Error> {
+    /// Appends `records` (one transaction) durably, with the evidence it owes on its last line:
+    /// seals crash debris first, writes every line in one `write(2)`, `fdatasync`s, and fsyncs
+    /// the directory when the file is new. Call with the exclusive lock held, right after
+    /// [`TaskLog::catch_up`]. On failure the bytes this call wrote are cut off again, so the
+    /// change does not take effect. Returns the transaction's end offset when it owes evidence.
+    pub(crate) fn append(
+        &mut self,
+        records: Vec<StoredTask>,
+        evidence: Option<Object>,
+    ) -> Result<Option<u64>, Error> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let size = records.len();
         let mut bytes = String::new();
         for (index, stored) in records.iter().enumerate() {
             let batch = (size > 1).then_some((index + 1, size));
-            bytes.push_str(&stored.to_line(batch));
+            let owed = evidence.as_ref().filter(|_| index + 1 == size);
+            bytes.push_str(&stored.to_line_with_evidence(batch, owed));
         }
+        let end = self.write_lines(&bytes, size as u64, true)?;
+        for stored in records {
+            self.apply(stored);
+        }
+        Ok(evidence.map(|evidence| {
+            self.owe(OwedEvidence {
+                end,
+                line: self.lines,
+                evidence,
+            });
+            end
+        }))
+    }
+
+    /// Records that the evidence of the transaction ending at `end` is written. The marker is
+    /// not fsynced: losing it to a power cut only makes the next process check that evidence
+    /// again, which is idempotent. Call with the exclusive lock held.
+    pub(crate) fn mark_evidence_written(&mut self, end: u64) -> Result<(), Error> {
+        let mut line =
+            Value::Object(Object::new().with(EVIDENCE_WRITTEN_KEY, end)).dumps(Dialect::PY_ROW);
+        line.push('\n');
+        self.write_lines(&line, 1, false)?;
+        self.owed.retain(|owed| owed.end != end);
+        Ok(())
+    }
+
+    /// Appends `body` (`body_lines` complete lines) after sealing any debris, and returns the
+    /// new end of the log.
+    ///
+    /// Bytes past `consumed` are never cut: the reference server appends to this log without
+    /// taking the store lock, so they may be another writer's. Complete records among them are
+    /// folded first; what remains is a tear, which a seal line voids in place.
+    fn write_lines(&mut self, body: &str, body_lines: u64, sync: bool) -> Result<u64, Error> {
         let existed = self.path.exists();
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
+            .read(true)
             .append(true)
             .create(true)
             .mode(FILE_MODE)
@@ -295,57 +491,111 @@ impl TaskLog {
                 message: "the file was replaced while the store lock was held".to_owned(),
             });
         }
-        if meta.len() != self.consumed {
-            file.set_len(self.consumed)
-                .and_then(|()| file.sync_data())
-                .map_err(|e| Error::storage("truncate crash debris in", &self.path, &e))?;
+        if meta.len() > self.consumed && self.torn.is_none() {
+            // Something appended after our catch-up without the lock: fold what is complete.
+            self.catch_up()?;
+        }
+        let mut before = file
+            .metadata()
+            .map_err(|e| Error::storage("stat", &self.path, &e))?
+            .len();
+        if before < self.consumed {
+            return Err(Error::Storage {
+                operation: "append to",
+                path: self.path.clone(),
+                kind: ErrorKind::Other,
+                message: "the file shrank while the store lock was held".to_owned(),
+            });
+        }
+        let mut bytes = String::new();
+        let mut lines = body_lines;
+        if before > self.consumed {
+            let mut debris = vec![0u8; usize::try_from(before - self.consumed).unwrap_or(0)];
+            file.read_exact_at(&mut debris, self.consumed)
+                .map_err(|e| Error::storage("read crash debris in", &self.path, &e))?;
+            let mut length = debris.len() as u64;
+            lines += debris.iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+            if debris.last() != Some(&b'\n') {
+                bytes.push('\n');
+                length += 1;
+                lines += 1;
+            }
+            let seal = Object::new().with(SEAL_KEY, vec![self.consumed, length]);
+            bytes.push_str(&Value::Object(seal).dumps(Dialect::PY_ROW));
+            bytes.push('\n');
             if let Some(tear) = self.torn.take() {
-                let removed = TornTail {
+                self.tears_seen.push(TornTail {
                     removed: true,
                     ..tear
-                };
-                self.tears_seen.push(removed);
+                });
             }
         }
+        bytes.push_str(body);
+        let mut file = file;
         let written = file
             .write_all(bytes.as_bytes())
-            .and_then(|()| file.sync_data());
+            .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
         if let Err(e) = written {
-            // Best effort: take back whatever reached the file, so a change we report as failed
-            // is not folded by the next reader.
-            let _ = file.set_len(self.consumed).and_then(|()| file.sync_data());
+            // Best effort: take back what this call wrote (and only that), so a change we
+            // report as failed is not folded by the next reader.
+            let _ = file.set_len(before).and_then(|()| file.sync_data());
             return Err(Error::storage("append to", &self.path, &e));
         }
         if !existed {
             fsio::sync_dir(&fsio::parent_of(&self.path)?)?;
         }
+        before += bytes.len() as u64;
         self.identity = Some(identity);
-        self.consumed += bytes.len() as u64;
-        self.lines += size as u64;
-        for stored in records {
-            self.apply(stored);
+        if self.file.is_none() {
+            self.file = Some(file);
         }
-        Ok(())
+        self.consumed = before;
+        self.lines += lines;
+        Ok(before)
     }
 
     /// Rewrites the log as one snapshot per task, in creation order, through a temporary file,
     /// fsync, atomic rename and directory fsync. Call with the exclusive lock held, right after
-    /// [`TaskLog::catch_up`]. Returns the bytes before and after.
+    /// [`TaskLog::catch_up`], and only when no transaction owes evidence (its record of what is
+    /// owed would be lost). Returns the bytes before and after.
     pub(crate) fn compact(&mut self) -> Result<(u64, u64), Error> {
+        if !self.owed.is_empty() {
+            return Err(Error::Storage {
+                operation: "compact",
+                path: self.path.clone(),
+                kind: ErrorKind::Other,
+                message: format!(
+                    "{} transaction(s) still owe evidence that could not be written",
+                    self.owed.len()
+                ),
+            });
+        }
         let before = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        if before != self.consumed {
+            // Debris, or bytes of a writer that takes no lock: a rewrite would drop them.
+            return Err(Error::Storage {
+                operation: "compact",
+                path: self.path.clone(),
+                kind: ErrorKind::Other,
+                message: "the log holds bytes past its last complete record".to_owned(),
+            });
+        }
         let mut bytes = String::new();
         for stored in self.iter() {
             bytes.push_str(&stored.to_line(None));
         }
         fsio::write_atomic(&self.path, bytes.as_bytes())?;
-        let meta =
-            std::fs::metadata(&self.path).map_err(|e| Error::storage("stat", &self.path, &e))?;
+        let file = File::open(&self.path).map_err(|e| Error::storage("open", &self.path, &e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::storage("stat", &self.path, &e))?;
         if let Some(tear) = self.torn.take() {
             self.tears_seen.push(TornTail {
                 removed: true,
                 ..tear
             });
         }
+        self.file = Some(file);
         self.identity = Some((meta.dev(), meta.ino()));
         self.consumed = bytes.len() as u64;
         self.lines = self.order.len() as u64;
@@ -448,13 +698,32 @@ mod tests {
             });
             prop_assert_eq!(log.tears_seen().first().copied(), tear);
 
-            log.append(vec![snapshot(9, 1)]).unwrap();
+            log.append(vec![snapshot(9, 1)], None).unwrap();
+            // The debris is sealed in place, never cut: it may be a lockless writer's.
             let after = std::fs::read(&path).unwrap();
-            prop_assert_eq!(&after[..committed], &bytes[..committed]);
+            prop_assert_eq!(&after[..cut], &bytes[..cut]);
             let mut fresh = TaskLog::new(path);
             fresh.catch_up().unwrap();
             prop_assert_eq!(fresh.len(), order.len() + 1);
-            prop_assert_eq!(fresh.tears_seen(), &[]);
+            prop_assert_eq!(fresh.get(&snapshot(9, 1).task.id).is_some(), true);
+            let sealed: Vec<TornTail> = fresh.tears_seen().to_vec();
+            match tear {
+                None => prop_assert_eq!(sealed, vec![]),
+                Some(tear) => {
+                    prop_assert_eq!(sealed.len(), 1);
+                    prop_assert_eq!(sealed[0].offset, tear.offset);
+                    prop_assert!(sealed[0].removed);
+                    let newline = usize::from(bytes[cut - 1] != b'\n');
+                    prop_assert_eq!(sealed[0].length, tear.length + newline as u64);
+                }
+            }
+            // A second append after the seal folds cleanly too.
+            let mut again = TaskLog::new(fresh.path.clone());
+            again.catch_up().unwrap();
+            again.append(vec![snapshot(8, 1)], None).unwrap();
+            let mut last = TaskLog::new(fresh.path.clone());
+            last.catch_up().unwrap();
+            prop_assert_eq!(last.len(), order.len() + 2);
         }
     }
 }

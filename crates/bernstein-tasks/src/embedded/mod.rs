@@ -4,7 +4,7 @@
 //!
 //! | path | what |
 //! |---|---|
-//! | `.sdd/runtime/tasks.jsonl` | the task log: one full task snapshot per line (module `record`) |
+//! | `.sdd/runtime/tasks.jsonl` | the task log: one full task snapshot per line (module `record`), plus the evidence each transaction owes and markers once it is written (module `log`) |
 //! | `.sdd/runtime/tasks.jsonl.lock` | the store lock (`flock`), separate from the log because compaction replaces the log's inode |
 //! | `.sdd/runtime/task-backlog.json` (+ `.lock`) | the claimable backlog, reconciled on every mutation (module `backlog`) |
 //! | `.sdd/runtime/plans/<id>.json` | plan documents (module `plans`) |
@@ -35,22 +35,36 @@
 //! Under the exclusive store lock, in this order:
 //!
 //! 1. catch up on records other processes appended since this process last read;
-//! 2. take the backlog lock and read the backlog; adopt claims made on it;
-//! 3. decide: look up, gate, transition, cascade (module `ops`) — the gate check and the transition
+//! 2. write the evidence earlier transactions still owe (a crash or a failed write left it
+//!    unwritten; module `evidence`), idempotently;
+//! 3. take the backlog lock and read the backlog; adopt claims made on it (a row whose claim
+//!    breaks the task rules is reported and skipped);
+//! 4. decide: look up, gate, transition, cascade (module `ops`) — the gate check and the transition
 //!    see the same snapshot, so for example a completion refuses a task that is
 //!    `waiting_for_subtasks` at the moment of writing;
-//! 4. append every changed snapshot in one write and `fdatasync` — the operation is
+//! 5. append every changed snapshot in one write, the last one carrying the evidence the change
+//!    owes (journal rows, audit events, plan document), and `fdatasync` — the operation is
 //!    acknowledged only after this;
-//! 5. rewrite the backlog when its projection changed (temporary file, fsync, rename, directory
-//!    fsync), release the backlog lock; write plan documents the operation changed;
-//! 6. append the run-journal rows, then the audit events (each fsynced by `bernstein-journal`).
+//! 6. rewrite the backlog when its projection changed (temporary file, fsync, rename, directory
+//!    fsync), release the backlog lock;
+//! 7. write the plan document, the run-journal rows, then the audit events (each fsynced), and
+//!    append a marker line saying the evidence is written.
 //!
 //! The task log is the source of truth and is written first, so a crash can leave evidence
-//! missing for a change, but never evidence of a change the log does not hold. The reference
-//! server orders its writes the same way (the receipts are written after the transition, best
-//! effort). Evidence that fails after the log holds the change is reported through
+//! missing for a change, but never evidence of a change the log does not hold; and since the log
+//! line says what is owed, the next process that opens the store (or this one, before its next
+//! mutation) writes what is missing. The reference server orders its writes the same way (the
+//! receipts are written after the transition, best effort), without the replay. Evidence that
+//! fails after the log holds the change is reported through
 //! [`EmbeddedStore::evidence_failures`] and the `tracing` log, not as an error of the operation,
-//! because the operation did happen.
+//! because the operation did happen; it stays owed, and [`verify_task_log`] (run by
+//! `bernstein-mcp verify`) lists every gap with its file, line and kind.
+//!
+//! A backlog that cannot be rewritten is logged as an error and left behind the log; it is
+//! never trusted for a claim: [`EmbeddedStore::claim_through_backlog`] brings it in step under
+//! the store lock before a claim on the file, and refuses the claim when it cannot.
+//!
+//! Crash tests stop a mutation at a [`CrashPoint`] (steps 5, 6 and 7 above).
 //!
 //! Reads take the lock shared and catch up, so they see every acknowledged change of every
 //! process.
@@ -96,8 +110,10 @@ use bernstein_journal::audit::AuditChain;
 use bernstein_journal::key::AuditKey;
 use ring::rand::SystemRandom;
 
-pub use evidence::EvidenceFailure;
+pub use evidence::{EvidenceFailure, EvidenceGap};
 pub use log::TornTail;
+
+use self::evidence::{Owed, OwedRow};
 
 use self::fsio::LockFile;
 use self::log::TaskLog;
@@ -139,6 +155,22 @@ pub struct Compaction {
     pub tasks: usize,
 }
 
+/// A point inside a mutation where a crash test can stop it, as if the process died there:
+/// the mutation returns [`Error::Storage`] and nothing after the point is written. The next
+/// process to open the store, or this one at its next mutation, finishes the work from the
+/// task log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CrashPoint {
+    /// The task log holds the change; backlog, plan, journal rows and audit events are not
+    /// written.
+    AfterLogAppend,
+    /// The backlog is reconciled too; the plan document, journal rows and audit events are not.
+    AfterBacklog,
+    /// The plan document and journal rows are written too; the audit events are not.
+    AfterJournalRows,
+}
+
 /// The embedded task store of one project.
 ///
 /// Cloning is cheap and clones share one in-process state. Every method is synchronous and
@@ -162,6 +194,7 @@ struct Inner {
     evidence: evidence::EvidenceSinks,
     failures: Mutex<Vec<EvidenceFailure>>,
     random: SystemRandom,
+    crash_point: Mutex<Option<CrashPoint>>,
 }
 
 fn lock_mutex<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -213,10 +246,49 @@ impl EmbeddedStore {
                 backlog_lock,
                 failures: Mutex::new(Vec::new()),
                 random: SystemRandom::new(),
+                crash_point: Mutex::new(None),
             }),
         };
-        store.read(|_| Ok(()))?;
+        store.recover()?;
         Ok(store)
+    }
+
+    /// Finishes what a crashed or failed mutation left undone, under the exclusive lock: the
+    /// evidence every transaction still owes (journal rows, audit events, plan documents,
+    /// written idempotently), then the backlog brought in step with the log. Only a task log
+    /// that cannot be read is an error; anything else is reported through
+    /// [`EmbeddedStore::evidence_failures`].
+    fn recover(&self) -> Result<(), Error> {
+        let mut log = lock_mutex(&self.inner.log);
+        let _guard = self.inner.lock.exclusive()?;
+        log.catch_up()?;
+        self.settle_owed(&mut log);
+        if let Err(e) = self.commit(&mut log, |_, _| Ok(()), |()| None) {
+            self.record_failures(vec![EvidenceFailure {
+                target: "backlog".to_owned(),
+                task_id: String::new(),
+                message: e.to_string(),
+            }]);
+        }
+        Ok(())
+    }
+
+    /// Makes later mutations of this store stop at `point` as a crash would (see
+    /// [`CrashPoint`]); `None` turns it off. A seam for crash tests: nothing else sets it.
+    pub fn set_crash_point(&self, point: Option<CrashPoint>) {
+        *lock_mutex(&self.inner.crash_point) = point;
+    }
+
+    fn crash_at(&self, point: CrashPoint) -> Result<(), Error> {
+        if *lock_mutex(&self.inner.crash_point) == Some(point) {
+            return Err(Error::Storage {
+                operation: "continue past the injected crash point in",
+                path: self.task_log_path(),
+                kind: std::io::ErrorKind::Interrupted,
+                message: format!("stopped at {point:?}"),
+            });
+        }
+        Ok(())
     }
 
     /// The project directory.
@@ -264,37 +336,118 @@ impl EmbeddedStore {
         f(&log)
     }
 
-    /// Runs one mutation (see the module documentation for the steps). `after_commit` runs
-    /// once the log holds the change, still under both locks.
+    /// Runs one mutation (see the module documentation for the steps). `plan_of` names the plan
+    /// document the change moves to, if any; it is owed like the other evidence.
     fn mutate<T>(
         &self,
         decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error>,
-        after_commit: impl FnOnce(&T) -> Result<(), Error>,
+        plan_of: impl FnOnce(&T) -> Option<bernstein_protocol::pyjson::Object>,
     ) -> Result<T, Error> {
-        let inner = &*self.inner;
-        let mut log = lock_mutex(&inner.log);
-        let _guard = inner.lock.exclusive()?;
+        let mut log = lock_mutex(&self.inner.log);
+        let _guard = self.inner.lock.exclusive()?;
         log.catch_up()?;
+        self.settle_owed(&mut log);
+        self.commit(&mut log, decide, plan_of)
+            .map(|(value, _)| value)
+    }
+
+    /// Writes the evidence the log says is still owed (idempotently) and marks each
+    /// transaction whose evidence is then complete. Call under the exclusive lock, caught up.
+    fn settle_owed(&self, log: &mut TaskLog) {
+        let owed = log.owed().to_vec();
+        if owed.is_empty() {
+            return;
+        }
+        let mut failures = Vec::new();
+        for entry in owed {
+            match Owed::from_object(&entry.evidence) {
+                Ok(owed) => {
+                    let missed = self.inner.evidence.replay(&owed, &self.inner.plans);
+                    if missed.is_empty() && self.inner.evidence.can_settle(&owed) {
+                        if let Err(e) = log.mark_evidence_written(entry.end) {
+                            failures.push(EvidenceFailure {
+                                target: "evidence marker".to_owned(),
+                                task_id: String::new(),
+                                message: e.to_string(),
+                            });
+                        }
+                    } else {
+                        failures.extend(missed);
+                    }
+                }
+                Err(problem) => failures.push(EvidenceFailure {
+                    target: format!("owed evidence at line {}", entry.line),
+                    task_id: String::new(),
+                    message: problem,
+                }),
+            }
+        }
+        self.record_failures(failures);
+    }
+
+    /// One mutation under the held exclusive lock, after catching up: adopt backlog claims,
+    /// decide, append (the acknowledgement point), reconcile the backlog, write the owed
+    /// evidence and mark it written. Returns the value and whether the backlog is in step.
+    fn commit<T>(
+        &self,
+        log: &mut TaskLog,
+        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error>,
+        plan_of: impl FnOnce(&T) -> Option<bernstein_protocol::pyjson::Object>,
+    ) -> Result<(T, bool), Error> {
+        let inner = &*self.inner;
         let backlog = backlog::lock_and_read(&inner.runtime, &inner.backlog_lock)?;
-        let mut txn = Txn::new(&log, fsio::now_unix());
+        let mut failures = Vec::new();
+        let mut txn = Txn::new(log, fsio::now_unix());
         let adoptable = backlog.claims_to_adopt(|id| {
             log.get(id)
                 .is_some_and(|stored| stored.task.status == TaskStatus::Open)
         });
         for claim in adoptable {
-            ops::adopt_backlog_claim(
+            // A row this store cannot take over (a claim time of -1, NaN or Infinity, say) is
+            // reported and skipped: one hostile row must not stop every mutation.
+            let adopted = ops::adopt_backlog_claim(
                 &mut txn,
                 &claim.task_id,
                 claim.claimer,
                 claim.claimed_at,
                 claim.attempts,
-            )?;
+            );
+            if let Err(e) = adopted {
+                tracing::warn!(
+                    target: "bernstein_tasks::embedded",
+                    task_id = %claim.task_id,
+                    "backlog row skipped, its claim cannot be adopted: {e}"
+                );
+                failures.push(EvidenceFailure {
+                    target: format!("backlog row {}", claim.task_id),
+                    task_id: claim.task_id.to_string(),
+                    message: format!("claim not adopted, row skipped: {e}"),
+                });
+            }
         }
-        let value = decide(&mut txn, self)?;
+        let value = match decide(&mut txn, self) {
+            Ok(value) => value,
+            Err(e) => {
+                self.record_failures(failures);
+                return Err(e);
+            }
+        };
         let (records, journal, audit) = txn.into_parts();
-        log.append(records)?;
-        let mut failures = Vec::new();
+        let owed = Owed {
+            rows: journal.iter().map(OwedRow::from).collect(),
+            // Without a chain no audit event is written, so none is owed.
+            events: if inner.evidence.chain().is_some() {
+                audit
+            } else {
+                Vec::new()
+            },
+            plan: plan_of(&value),
+        };
+        let end = log.append(records, (!owed.is_empty()).then(|| owed.to_object()))?;
+        self.crash_at(CrashPoint::AfterLogAppend)?;
+        let mut in_step = true;
         if let Some(problem) = backlog.problem() {
+            in_step = false;
             failures.push(EvidenceFailure {
                 target: "backlog".to_owned(),
                 task_id: String::new(),
@@ -305,6 +458,12 @@ impl EmbeddedStore {
             log.get(id).map(|stored| &stored.task)
         });
         if let Err(e) = reconciled {
+            in_step = false;
+            tracing::error!(
+                target: "bernstein_tasks::embedded",
+                "the claimable backlog is behind the task log (claims refuse until it is \
+                 rewritten): {e}"
+            );
             failures.push(EvidenceFailure {
                 target: "backlog".to_owned(),
                 task_id: String::new(),
@@ -312,9 +471,32 @@ impl EmbeddedStore {
             });
         }
         drop(backlog);
-        let committed = after_commit(&value);
-        failures.extend(inner.evidence.write(&journal, &audit));
-        if log.records() >= COMPACT_MIN_RECORDS
+        self.crash_at(CrashPoint::AfterBacklog)?;
+        let mut plan_written = Ok(());
+        if let Some(plan) = &owed.plan
+            && let Err(e) = plans::write_forward(&inner.plans, plan)
+        {
+            failures.push(evidence::plan_failure(plan, &e));
+            plan_written = Err(e);
+        }
+        let missed_rows = inner.evidence.write_rows(&owed.rows);
+        self.crash_at(CrashPoint::AfterJournalRows)?;
+        let missed_events = inner.evidence.write_events(&owed.events);
+        let complete = missed_rows.is_empty() && missed_events.is_empty() && plan_written.is_ok();
+        failures.extend(missed_rows);
+        failures.extend(missed_events);
+        if complete
+            && let Some(end) = end
+            && let Err(e) = log.mark_evidence_written(end)
+        {
+            failures.push(EvidenceFailure {
+                target: "evidence marker".to_owned(),
+                task_id: String::new(),
+                message: e.to_string(),
+            });
+        }
+        if log.owed().is_empty()
+            && log.records() >= COMPACT_MIN_RECORDS
             && log.records() >= COMPACT_RECORDS_PER_TASK.saturating_mul(log.len() as u64)
             && let Err(e) = log.compact()
         {
@@ -324,9 +506,51 @@ impl EmbeddedStore {
                 message: e.to_string(),
             });
         }
-        drop(log);
         self.record_failures(failures);
-        committed.map(|()| value)
+        plan_written.map(|()| (value, in_step))
+    }
+
+    /// Runs `claim` (a claim on the backlog file, such as `bernstein-journal`'s
+    /// `claim_in_project`) under the store lock, with the backlog brought in step with the task
+    /// log first, so a claim is never granted from a stale backlog (one a crash left behind the
+    /// log, or an older copy put back). When the backlog cannot be brought in step, `claim` does
+    /// not run and the error says why. After a granted claim the store adopts it at once, so the
+    /// task log (the truth) holds it before the caller answers.
+    ///
+    /// `claim` must take the backlog lock itself; the store releases it before calling.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when the backlog cannot be read or rewritten, and the store's errors.
+    pub fn claim_through_backlog<T, E>(
+        &self,
+        claim: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Result<T, E>, Error> {
+        let mut log = lock_mutex(&self.inner.log);
+        let _guard = self.inner.lock.exclusive()?;
+        log.catch_up()?;
+        self.settle_owed(&mut log);
+        let ((), in_step) = self.commit(&mut log, |_, _| Ok(()), |()| None)?;
+        if !in_step {
+            return Err(Error::Storage {
+                operation: "bring the claimable backlog in step with the task log in",
+                path: self.inner.runtime.join(BACKLOG_FILE),
+                kind: std::io::ErrorKind::Other,
+                message: "the backlog could not be rewritten, so no claim is granted from it"
+                    .to_owned(),
+            });
+        }
+        let outcome = claim();
+        if outcome.is_ok()
+            && let Err(e) = self.commit(&mut log, |_, _| Ok(()), |()| None)
+        {
+            self.record_failures(vec![EvidenceFailure {
+                target: "backlog claim adoption".to_owned(),
+                task_id: String::new(),
+                message: e.to_string(),
+            }]);
+        }
+        Ok(outcome)
     }
 
     /// A fresh 12-hex id no task uses or depends on.
@@ -355,12 +579,15 @@ impl EmbeddedStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Storage`] when the rewrite fails (the old log is then untouched), or
+    /// [`Error::Storage`] when the rewrite fails (the old log is then untouched), when a
+    /// transaction still owes evidence that cannot be written, or when bytes lie past the last
+    /// complete record (crash debris, or a lockless writer's: the next append seals them); or
     /// [`Error::CorruptStore`].
     pub fn compact(&self) -> Result<Compaction, Error> {
         let mut log = lock_mutex(&self.inner.log);
         let _guard = self.inner.lock.exclusive()?;
         log.catch_up()?;
+        self.settle_owed(&mut log);
         let (bytes_before, bytes_after) = log.compact()?;
         Ok(Compaction {
             bytes_before,
@@ -376,7 +603,7 @@ impl EmbeddedStore {
                 let id = store.fresh_id(txn)?;
                 ops::create(txn, request, id)
             },
-            |_| Ok(()),
+            |_| None,
         )
     }
 
@@ -387,7 +614,7 @@ impl EmbeddedStore {
                 let id = store.fresh_id(txn)?;
                 ops::create_subtask(txn, parent, request, id)
             },
-            |_| Ok(()),
+            |_| None,
         )
     }
 
@@ -440,12 +667,12 @@ impl EmbeddedStore {
 
     /// See [`TaskBackend::claim_task`].
     pub fn claim_task(&self, id: &TaskId, claim: &ClaimRequest) -> Result<Task, Error> {
-        self.mutate(|txn, _| ops::claim(txn, id, claim), |_| Ok(()))
+        self.mutate(|txn, _| ops::claim(txn, id, claim), |_| None)
     }
 
     /// See [`TaskBackend::complete_task`].
     pub fn complete_task(&self, id: &TaskId, result_summary: &str) -> Result<Task, Error> {
-        match self.mutate(|txn, _| ops::complete(txn, id, result_summary), |_| Ok(()))? {
+        match self.mutate(|txn, _| ops::complete(txn, id, result_summary), |_| None)? {
             Completion::Done(task) => Ok(task),
             Completion::FailedEmpty(task) => Err(Error::EmptyResultSummary {
                 task_id: task.id.to_string(),
@@ -455,17 +682,17 @@ impl EmbeddedStore {
 
     /// See [`TaskBackend::approve_task`].
     pub fn approve_task(&self, id: &TaskId, note: &str) -> Result<ApprovalOutcome, Error> {
-        self.mutate(|txn, _| ops::approve(txn, id, note), |_| Ok(()))
+        self.mutate(|txn, _| ops::approve(txn, id, note), |_| None)
     }
 
     /// See [`TaskBackend::fail_task`].
     pub fn fail_task(&self, id: &TaskId, reason: &str) -> Result<Task, Error> {
-        self.mutate(|txn, _| ops::fail(txn, id, reason), |_| Ok(()))
+        self.mutate(|txn, _| ops::fail(txn, id, reason), |_| None)
     }
 
     /// See [`TaskBackend::cancel_task`].
     pub fn cancel_task(&self, id: &TaskId, reason: &str) -> Result<CancelOutcome, Error> {
-        self.mutate(|txn, _| ops::cancel(txn, id, reason), |_| Ok(()))
+        self.mutate(|txn, _| ops::cancel(txn, id, reason), |_| None)
     }
 
     /// See [`TaskBackend::status_summary`].
@@ -473,7 +700,9 @@ impl EmbeddedStore {
         self.read(|log| Ok(StatusSummary::from_tasks(log.iter().map(|s| &s.task))))
     }
 
-    /// See [`TaskBackend::create_plan`]. The tasks are logged first, then the plan document.
+    /// See [`TaskBackend::create_plan`]. The tasks are logged with the plan document they owe,
+    /// then the document is written (and, after a crash or a failed write, written on the next
+    /// open or mutation).
     pub fn create_plan(&self, goal: &str, tasks: Vec<NewTask>) -> Result<PlanRecord, Error> {
         if tasks.is_empty() {
             return Err(Error::InvalidRequest(
@@ -490,7 +719,7 @@ impl EmbeddedStore {
                 let plan_id = store.fresh_id(txn)?;
                 Ok(plans::build(plan_id.to_string(), goal, &planned, txn.now))
             },
-            |plan| plans::write(&self.inner.plans, plan),
+            |plan| Some(plan.to_object()),
         )
     }
 
@@ -514,9 +743,10 @@ impl EmbeddedStore {
         self.decide_plan(plan_id, reason, PlanStatus::Rejected)
     }
 
-    /// Moves the plan's `planned` tasks, then records the decision on the plan document. If the
-    /// process dies between the two, the tasks have moved and the plan is still pending; deciding
-    /// it again finishes the job (no task is `planned` any more, so none moves twice).
+    /// Moves the plan's `planned` tasks and records the decided plan document as owed evidence
+    /// of the same log transaction, then writes the document. If the process dies (or the write
+    /// fails) between the two, the next open or mutation writes the document from the log
+    /// before anything else, so a later decision sees the plan decided.
     fn decide_plan(
         &self,
         plan_id: &str,
@@ -537,7 +767,7 @@ impl EmbeddedStore {
                 plan.decision_reason = reason.to_owned();
                 Ok((plan, moved))
             },
-            |(plan, _)| plans::write(&self.inner.plans, plan),
+            |(plan, _)| Some(plan.to_object()),
         )
         .map(|(plan, moved)| PlanDecision {
             plan_id: plan.id().to_owned(),
@@ -545,6 +775,82 @@ impl EmbeddedStore {
             task_ids: moved,
         })
     }
+}
+
+/// Checks the task log of the project at `workdir` against the evidence its transactions owe:
+/// every run-journal row, every audit event (when `chain` is given) and every plan document.
+/// Reads only: no lock is taken and nothing is written, so it can run beside a live server
+/// (a transaction being written at that moment may then show as unwritten evidence). Crash
+/// debris at the end of the log is reported too. Compaction drops the history, so only
+/// transactions since the last compaction are checked.
+///
+/// # Errors
+///
+/// [`Error::CorruptStore`] or [`Error::Storage`] when the log cannot be read.
+pub fn verify_task_log(
+    workdir: &Path,
+    chain: Option<&AuditChain>,
+) -> Result<Vec<EvidenceGap>, Error> {
+    let sdd = workdir.join(SDD_DIR);
+    let path = sdd.join("runtime").join(TASK_LOG_FILE);
+    let mut log = TaskLog::keeping_history(path.clone());
+    log.catch_up()?;
+    let mut gaps = evidence::check_history(
+        &path,
+        log.history(),
+        log.owed(),
+        workdir,
+        chain,
+        &plans::plans_dir(&sdd),
+    );
+    let backlog = backlog::read_unlocked(&sdd.join("runtime"))?;
+    let backlog_path = sdd.join("runtime").join(BACKLOG_FILE);
+    let is_open = |id: &TaskId| {
+        log.get(id)
+            .is_some_and(|stored| stored.task.status == TaskStatus::Open)
+    };
+    for (index, problem) in backlog.unadoptable(is_open) {
+        gaps.push(EvidenceGap {
+            file: backlog_path.clone(),
+            line: index as u64 + 1,
+            kind: "unadoptable_backlog_row",
+            detail: format!("row {}: {problem}", index + 1),
+        });
+    }
+    if let Some(problem) = backlog.problem() {
+        gaps.push(EvidenceGap {
+            file: backlog_path.clone(),
+            line: 0,
+            kind: "unreadable_backlog",
+            detail: problem,
+        });
+    } else if backlog
+        .projection(log.iter().map(|stored| &stored.task), |id| {
+            log.get(id).map(|stored| &stored.task)
+        })
+        .is_some()
+    {
+        gaps.push(EvidenceGap {
+            file: backlog_path,
+            line: 0,
+            kind: "stale_backlog",
+            detail: "the claimable backlog is not the projection of the task log; the next \
+                     mutation or claim rewrites it"
+                .to_owned(),
+        });
+    }
+    for tear in log.tears_seen().iter().filter(|tear| !tear.removed) {
+        gaps.push(EvidenceGap {
+            file: path.clone(),
+            line: log.lines() + 1,
+            kind: "torn_tail",
+            detail: format!(
+                "{} byte(s) of an unfinished write at offset {}",
+                tear.length, tear.offset
+            ),
+        });
+    }
+    Ok(gaps)
 }
 
 /// Runs `work` on Tokio's blocking pool when a runtime is present, inline otherwise.

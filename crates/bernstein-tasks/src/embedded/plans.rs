@@ -12,8 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use bernstein_journal::handle::render_indent2;
-use bernstein_protocol::pyjson::Value;
+use bernstein_protocol::pyjson::{Object, Value};
 
 use super::fsio;
 use crate::backend::{PlanRecord, PlanStatus};
@@ -168,10 +167,73 @@ fn plan_path(dir: &Path, plan_id: &str) -> Result<PathBuf, Error> {
 }
 
 /// Writes `plan` durably (temporary file, fsync, rename, directory fsync).
+#[cfg(test)]
 pub(crate) fn write(dir: &Path, plan: &PlanRecord) -> Result<(), Error> {
     let path = plan_path(dir, plan.id())?;
-    let text = render_indent2(&Value::Object(plan.to_object()));
+    let text = super::evidence::plan_text(&plan.to_object());
     fsio::write_atomic(&path, text.as_bytes())
+}
+
+/// Where the document of `plan` (a plan object a transaction owes) stands against the disk.
+enum Standing {
+    /// No document.
+    Missing,
+    /// A pending document for a plan the transaction decided.
+    Behind,
+    /// The document is as far along as the plan object, or further.
+    Current,
+}
+
+fn standing(dir: &Path, plan: &Object) -> Result<(PathBuf, Standing), Error> {
+    let id = plan.get("id").and_then(Value::as_str).unwrap_or_default();
+    let path = plan_path(dir, id)?;
+    let wanted = plan
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("pending");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((path, Standing::Missing)),
+        Err(e) => return Err(Error::storage("read", &path, &e)),
+    };
+    let stored = parse(&path, &text)?;
+    let standing = if stored.status == PlanStatus::Pending && wanted != "pending" {
+        Standing::Behind
+    } else {
+        Standing::Current
+    };
+    Ok((path, standing))
+}
+
+/// Writes the document of `plan` when the disk is behind it: missing, or still pending while
+/// `plan` is decided. A document is never moved backwards, so replaying an old transaction
+/// cannot undo a later decision.
+pub(crate) fn write_forward(dir: &Path, plan: &Object) -> Result<(), Error> {
+    match standing(dir, plan)? {
+        (_, Standing::Current) => Ok(()),
+        (path, Standing::Missing | Standing::Behind) => {
+            fsio::write_atomic(&path, super::evidence::plan_text(plan).as_bytes())
+        }
+    }
+}
+
+/// Why the disk is behind `plan`, as a gap kind and a sentence, or `None` when it is not.
+pub(crate) fn behind(dir: &Path, plan: &Object) -> Option<(&'static str, String)> {
+    match standing(dir, plan) {
+        Ok((_, Standing::Current)) => None,
+        Ok((path, Standing::Missing)) => Some((
+            "missing_plan",
+            format!("plan document {} does not exist", path.display()),
+        )),
+        Ok((path, Standing::Behind)) => Some((
+            "stale_plan",
+            format!(
+                "plan document {} is pending, the task log decided it",
+                path.display()
+            ),
+        )),
+        Err(e) => Some(("unreadable_plan", e.to_string())),
+    }
 }
 
 /// Reads plan `plan_id`: [`Error::NotFound`] when there is no document, [`Error::CorruptStore`]

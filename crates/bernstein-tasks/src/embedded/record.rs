@@ -21,6 +21,10 @@ use crate::model::{Complexity, Scope, Task, TaskId};
 /// Key of the transaction marker `[k, n]` (1-based position `k` of `n` records).
 pub(crate) const BATCH_KEY: &str = "batch";
 
+/// Key of the evidence a transaction owes (journal rows, audit events, a plan document), carried
+/// on its last record so the store can write whatever a crash left unwritten (module `log`).
+pub(crate) const EVIDENCE_KEY: &str = "evidence";
+
 /// A record's place in a multi-record transaction: `(k, n)`, 1-based.
 pub(crate) type BatchMarker = (usize, usize);
 
@@ -109,7 +113,7 @@ impl StoredTask {
         record.insert("attempts", task.attempts);
         record.insert("cost_usd", task.cost_usd);
         for (key, value) in self.passthrough.iter() {
-            if !record.contains_key(key) && key != BATCH_KEY {
+            if !record.contains_key(key) && key != BATCH_KEY && key != EVIDENCE_KEY {
                 record.insert(key, value.clone());
             }
         }
@@ -121,7 +125,21 @@ impl StoredTask {
 
     /// The record as one log line with its `\n`: `json.dumps(record, default=str) + "\n"`.
     pub(crate) fn to_line(&self, batch: Option<BatchMarker>) -> String {
-        let mut line = Value::Object(self.to_record(batch)).dumps(Dialect::PY_ROW);
+        self.to_line_with_evidence(batch, None)
+    }
+
+    /// [`StoredTask::to_line`], with the transaction's owed evidence under `evidence` when given
+    /// (the reference reader ignores the key).
+    pub(crate) fn to_line_with_evidence(
+        &self,
+        batch: Option<BatchMarker>,
+        evidence: Option<&Object>,
+    ) -> String {
+        let mut record = self.to_record(batch);
+        if let Some(evidence) = evidence {
+            record.insert(EVIDENCE_KEY, Value::Object(evidence.clone()));
+        }
+        let mut line = Value::Object(record).dumps(Dialect::PY_ROW);
         line.push('\n');
         line
     }
@@ -217,7 +235,7 @@ impl StoredTask {
         }
         let passthrough: Object = record
             .iter()
-            .filter(|(key, _)| !is_modelled(key) && *key != BATCH_KEY)
+            .filter(|(key, _)| !is_modelled(key) && *key != BATCH_KEY && *key != EVIDENCE_KEY)
             .map(|(key, value)| (key.to_owned(), value.clone()))
             .collect();
         let task = Task {

@@ -285,10 +285,13 @@ fn other_kinds_of_damage_are_named() {
         assert_eq!(std::fs::read(&log).unwrap(), content);
     };
     let valid = {
-        let (dir, store) = project();
+        // Without an audit key a creation owes no evidence: one plain record line.
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path(), None).unwrap();
         store.create_task(request("valid")).unwrap();
         std::fs::read_to_string(runtime(dir.path()).join("tasks.jsonl")).unwrap()
     };
+    assert_eq!(valid.lines().count(), 1, "{valid}");
     check(b"not json\n", "at line 1: not JSON");
     check(b"[1, 2]\n", "at line 1: not a JSON object");
     check(b"\xff\xfe\n", "at line 1: not UTF-8");

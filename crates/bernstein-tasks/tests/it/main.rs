@@ -4,6 +4,7 @@
 //! [`TaskBackend`]: bernstein_tasks::TaskBackend
 
 mod bad_input;
+mod durability;
 mod embedded;
 mod processes;
 mod remote;

@@ -16,7 +16,7 @@ use bernstein_journal::audit::{self, TearClass};
 use bernstein_journal::handle::{TaskStatus as RunStatus, project_task_status};
 use bernstein_journal::run_journal::{load_run_journal, task_run_id};
 use bernstein_tasks::backend::{ClaimRequest, ListQuery};
-use bernstein_tasks::embedded::EmbeddedStore;
+use bernstein_tasks::embedded::{CrashPoint, EmbeddedStore};
 use bernstein_tasks::{Error, TaskId, TaskStatus};
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -355,4 +355,138 @@ fn two_processes_mutating_concurrently_stay_consistent() {
     // One task.created per task and one claim receipt per granted claim (completions auto-claim
     // without a receipt, as in the reference): no evidence lost or duplicated by the race.
     assert_eq!(report.entries, (3 * SHARED + SHARED) as u64);
+}
+
+// Kill points (issue 14): a child stops a mutation at a named point inside it and dies there by
+// SIGKILL; the next open must finish the work from the task log.
+
+const KILL_POINTS: [(&str, CrashPoint); 3] = [
+    ("after_log_append", CrashPoint::AfterLogAppend),
+    ("after_backlog", CrashPoint::AfterBacklog),
+    ("after_journal_rows", CrashPoint::AfterJournalRows),
+];
+
+/// The kill-point child: `killpoint:<point>:<op>:<id>:<dir>`. It runs `op` (`claim` of task
+/// `id`, or `approve` of plan `id`) stopped at `point`, acknowledges, and SIGKILLs itself, so
+/// the files are exactly those of a process that died at that point.
+#[test]
+fn kill_point_child() {
+    let Ok(mode) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let Some(rest) = mode.strip_prefix("killpoint:") else {
+        return;
+    };
+    let mut parts = rest.splitn(4, ':');
+    let (Some(point), Some(op), Some(id), Some(dir)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return;
+    };
+    let point = KILL_POINTS
+        .iter()
+        .find(|(name, _)| *name == point)
+        .unwrap()
+        .1;
+    let store = EmbeddedStore::open(dir, Some(test_key())).unwrap();
+    begin_acks();
+    store.set_crash_point(Some(point));
+    let stopped = match op {
+        "claim" => {
+            let claim = ClaimRequest {
+                claimer: Some("worker-kill".into()),
+                ..ClaimRequest::default()
+            };
+            store
+                .claim_task(&TaskId::parse(id).unwrap(), &claim)
+                .is_err()
+        }
+        _ => store.approve_plan(id, "approved, then killed").is_err(),
+    };
+    assert!(stopped, "the crash point was not reached");
+    ack("stopped", &TaskId::parse(id).unwrap());
+    let _ = Command::new("kill")
+        .args(["-9", &std::process::id().to_string()])
+        .status();
+    // The signal is on its way; never return (a return would look like a clean exit).
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Runs one kill-point child to its death; panics if it did not die by SIGKILL at the point.
+fn die_at(dir: &Path, point: &str, op: &str, id: &str) {
+    let mode = format!("killpoint:{point}:{op}:{id}:{}", dir.display());
+    let mut child = spawn_child("processes::kill_point_child", &mode);
+    let receiver = read_acks(&mut child);
+    let stopped = receiver.recv_timeout(Duration::from_secs(60));
+    if stopped.is_err() {
+        // Killed before any assertion, so a failing run leaves no child behind.
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    assert!(
+        stopped.is_ok(),
+        "{point} {op}: the child never reached the point"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{point} {op}: {status}");
+}
+
+/// A claim whose process is SIGKILLed at each kill point: the next open writes the missing
+/// `task_claimed` row and claim receipt exactly once, the backlog names the claimer, and the
+/// task log verifies against its evidence. A plan approval killed at each point is finished
+/// too, so a later rejection is refused.
+#[test]
+fn owed_evidence_survives_sigkill_at_each_kill_point() {
+    for (point, _) in KILL_POINTS {
+        let dir = tempfile::tempdir().unwrap();
+        let (task, plan) = {
+            let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+            let task = store.create_task(request("killed mid-claim")).unwrap();
+            let plan = store
+                .create_plan("killed mid-approval", vec![request("planned")])
+                .unwrap();
+            (task, plan)
+        };
+        die_at(dir.path(), point, "claim", task.id.as_str());
+        die_at(dir.path(), point, "approve", plan.id());
+
+        let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+        assert_eq!(store.evidence_failures(), [], "{point}");
+        let claimed = store.get_task(&task.id).unwrap();
+        assert_eq!(claimed.status, TaskStatus::Claimed, "{point}");
+        let rows = load_run_journal(dir.path(), &task_run_id(task.id.as_str()))
+            .unwrap()
+            .rows;
+        let claimed_rows = rows
+            .iter()
+            .filter(|r| r.get("event").and_then(|e| e.as_str()) == Some("task_claimed"))
+            .count();
+        assert_eq!(claimed_rows, 1, "{point}");
+        let audit_dir = dir.path().join(".sdd").join("audit");
+        let receipts = audit::verified_records(&audit_dir, &test_key())
+            .filter(|r| r.event_type == "task.claim_receipt" && r.resource_id == task.id.as_str())
+            .count();
+        assert_eq!(receipts, 1, "{point}");
+        let backlog = std::fs::read_to_string(
+            dir.path()
+                .join(".sdd/runtime")
+                .join(bernstein_tasks::embedded::BACKLOG_FILE),
+        )
+        .unwrap();
+        assert!(backlog.contains("worker-kill"), "{point}: {backlog}");
+        assert!(matches!(
+            store.reject_plan(plan.id(), "too late"),
+            Err(Error::PlanAlreadyDecided { .. })
+        ));
+        let chain = bernstein_journal::audit::AuditChain::open(&audit_dir, test_key());
+        assert_eq!(
+            bernstein_tasks::embedded::verify_task_log(dir.path(), Some(&chain)).unwrap(),
+            [],
+            "{point}"
+        );
+        let report = audit::verify(&audit_dir, &test_key());
+        assert!(report.ok(), "{point}: {:?}", report.verify_messages());
+    }
 }

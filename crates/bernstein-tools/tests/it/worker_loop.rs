@@ -253,3 +253,55 @@ async fn a_cancelled_call_returns_its_partial_work() {
         "bernstein_subscribe"
     );
 }
+
+/// A backlog older than the task log (a crash between the log append and the backlog rewrite,
+/// or an old copy put back) never grants a task the log has claimed, cancelled or failed: the
+/// claim path brings the backlog in step under the store lock before it claims.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_backlog_never_grants_a_second_claim() {
+    let project = Project::new(config(false));
+    let backlog = project.root().join(".sdd/runtime/task-backlog.json");
+    let mut ids = Vec::new();
+    for title in ["first task", "second task"] {
+        let run = project
+            .call("bernstein_run", json!({"goal": title, "role": "backend"}))
+            .await;
+        ids.push(payload(&run)["task_id"].as_str().unwrap().to_owned());
+    }
+    // Both tasks open: the snapshot a crash could leave behind.
+    let stale = std::fs::read(&backlog).unwrap();
+
+    let first = project
+        .call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-1", "role": "backend"}),
+        )
+        .await;
+    assert_eq!(payload(&first)["granted"], true, "{}", first.text);
+    assert_eq!(payload(&first)["taskId"], ids[0].as_str());
+    let cancelled = project
+        .call(
+            "bernstein_cancel",
+            json!({"task_id": ids[1], "reason": "not needed"}),
+        )
+        .await;
+    assert!(!cancelled.is_error, "{}", cancelled.text);
+
+    std::fs::write(&backlog, &stale).unwrap();
+    let second = project
+        .call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-2", "role": "backend"}),
+        )
+        .await;
+    assert_eq!(payload(&second)["granted"], false, "{}", second.text);
+    let chain = bernstein_journal::audit::AuditChain::open(
+        project.root().join(".sdd/audit"),
+        crate::common::audit_key(),
+    );
+    let receipts = chain
+        .verified_records()
+        .filter(|r| r.event_type == "task.claim_receipt" && r.resource_id == ids[0])
+        .count();
+    assert_eq!(receipts, 1, "one task, one granted claim receipt");
+}
