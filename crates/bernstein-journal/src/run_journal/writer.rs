@@ -119,6 +119,8 @@ pub struct JournalWriter<C: Clock = SystemClock> {
 struct EventCounts {
     identity: (u64, u64, u64),
     by_event: HashMap<String, u64>,
+    /// The last row of each event type, as read or written.
+    last_by_event: HashMap<String, Object>,
     rows: u64,
 }
 
@@ -128,6 +130,7 @@ struct EventCounts {
 pub struct JournalSummary<'a> {
     rows: u64,
     by_event: &'a HashMap<String, u64>,
+    last_by_event: &'a HashMap<String, Object>,
 }
 
 impl JournalSummary<'_> {
@@ -139,6 +142,12 @@ impl JournalSummary<'_> {
     /// The rows whose `event` is `event`.
     pub fn count_of(&self, event: &str) -> u64 {
         self.by_event.get(event).copied().unwrap_or(0)
+    }
+
+    /// The last row whose `event` is `event` (the whole row: envelope and payload keys), so a
+    /// caller can check, under the lock, whether the operation that row began was completed.
+    pub fn last_of(&self, event: &str) -> Option<&Object> {
+        self.last_by_event.get(event)
     }
 }
 
@@ -281,13 +290,19 @@ impl<C: Clock> JournalWriter<C> {
                 let mut counts = EventCounts {
                     identity,
                     by_event: HashMap::new(),
+                    last_by_event: HashMap::new(),
                     rows: 0,
                 };
-                for row in &rows {
+                let mut last_at: HashMap<&str, usize> = HashMap::new();
+                for (at, row) in rows.iter().enumerate() {
                     counts.rows += 1;
                     if let Some(name) = row.get("event").and_then(Value::as_str) {
                         *counts.by_event.entry(name.to_owned()).or_insert(0) += 1;
+                        last_at.insert(name, at);
                     }
+                }
+                for (name, at) in last_at {
+                    counts.last_by_event.insert(name.to_owned(), rows[at].clone());
                 }
                 (tail, counts)
             }
@@ -295,6 +310,7 @@ impl<C: Clock> JournalWriter<C> {
         let summary = JournalSummary {
             rows: counts.rows,
             by_event: &counts.by_event,
+            last_by_event: &counts.last_by_event,
         };
         let Some(payload) = build(&summary) else {
             return Ok(None);
@@ -405,7 +421,7 @@ impl<C: Clock> JournalWriter<C> {
         for (key, value) in payload.iter() {
             row.insert(key, value.clone());
         }
-        let line = Value::Object(row).dumps(Dialect::PY_ROW);
+        let line = Value::Object(row.clone()).dumps(Dialect::PY_ROW);
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
@@ -422,6 +438,7 @@ impl<C: Clock> JournalWriter<C> {
                 counts.identity = (dev, ino, size + written);
                 counts.rows += 1;
                 *counts.by_event.entry(event.to_owned()).or_insert(0) += 1;
+                counts.last_by_event.insert(event.to_owned(), row);
             }
             _ => self.counts = None,
         }
