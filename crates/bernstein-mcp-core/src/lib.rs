@@ -39,7 +39,7 @@ mod tasks;
 
 pub use anchor::{
     ABANDONED_CALL_EVENT, Anchor, AnchoredCall, CallOrder, OrderProblem, RecordedCall,
-    reconstruct_call_order,
+    STATELESS_CALL_EVENT, reconstruct_call_order,
 };
 pub use card::{AuthPosture, ServerIdentity, TransportInfo};
 pub use dispatcher::{
