@@ -677,6 +677,70 @@ mod tests {
         assert_eq!(tears.tears.len(), 1);
     }
 
+    /// The settle search reads the chain from its end and stops at the run's newest entry, so
+    /// an old segment it cannot read does not matter while a newer entry answers; when the
+    /// search would have to read it, the call is refused (nothing written) rather than guessed.
+    #[test]
+    fn settling_searches_only_as_far_as_it_must_and_never_guesses() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        anchor.anchor("tools/call", Some(&params)).unwrap();
+        // An archived segment that cannot be read (a directory where a file belongs).
+        let unreadable = audit_dir(dir.path())
+            .join(audit::ARCHIVE_DIR)
+            .join("2000-01-01.jsonl.gz");
+        std::fs::create_dir_all(&unreadable).unwrap();
+        // A fresh server must search; the live segment answers first.
+        let fresh = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        assert_eq!(
+            fresh
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            1
+        );
+
+        // Another run whose last row has no entry anywhere in the readable chain: the search
+        // reaches the unreadable segment, and the call is refused with nothing written.
+        let mut writer =
+            JournalWriter::open(dir.path(), "other-run", HashProfile::PyJsonV1).unwrap();
+        let orphan = Object::new()
+            .with("method", "tools/call")
+            .with("call_index", 0u64)
+            .with("trace_id", "0123456789abcdef0123456789abcdef")
+            .with("span_id", "0123456789abcdef");
+        writer.append(STATELESS_CALL_EVENT, &orphan).unwrap();
+        let other = Anchor::open(dir.path(), "other-run", key()).unwrap();
+        let chain_before = audit::verify(&audit_dir(dir.path()), &key()).entries;
+        let err = other.anchor("tools/call", Some(&params)).unwrap_err();
+        assert!(matches!(err, Error::Journal(_)), "{err}");
+        assert_eq!(
+            audit::verify(&audit_dir(dir.path()), &key()).entries,
+            chain_before
+        );
+        assert_eq!(
+            load_run_journal(dir.path(), "other-run")
+                .unwrap()
+                .rows
+                .len(),
+            1
+        );
+
+        std::fs::remove_dir(&unreadable).unwrap();
+        assert_eq!(
+            other
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            1
+        );
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "other-run");
+        assert!(order.ok(), "{:?}", order.problems);
+        let abandoned: Vec<u64> = order.abandoned.iter().map(|c| c.call_index).collect();
+        assert_eq!(abandoned, vec![0]);
+    }
+
     #[test]
     fn a_tampered_entry_fails_at_that_entry() {
         let dir = tempfile::tempdir().unwrap();

@@ -197,7 +197,8 @@ fn check_call_order(
         .rows
         .iter()
         .filter(|row| {
-            row.get("event").and_then(Value::as_str) == Some(bernstein_mcp_core::STATELESS_CALL_EVENT)
+            row.get("event").and_then(Value::as_str)
+                == Some(bernstein_mcp_core::STATELESS_CALL_EVENT)
         })
         .count() as u64;
     if rows == 0 {

@@ -302,7 +302,9 @@ impl<C: Clock> JournalWriter<C> {
                     }
                 }
                 for (name, at) in last_at {
-                    counts.last_by_event.insert(name.to_owned(), rows[at].clone());
+                    counts
+                        .last_by_event
+                        .insert(name.to_owned(), rows[at].clone());
                 }
                 (tail, counts)
             }
@@ -618,6 +620,45 @@ mod tests {
         assert!(matches!(err, Error::Encode(_)), "{err}");
         let report = verify_journal(&first.path().unwrap()).unwrap();
         assert!(report.ok() && report.count == 5, "{report:?}");
+    }
+
+    #[test]
+    fn the_summary_holds_the_last_row_of_each_event_whoever_wrote_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let mut second = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let last_n = |seen: &JournalSummary<'_>, event: &str| {
+            seen.last_of(event)
+                .and_then(|row| row.get("n"))
+                .and_then(Value::as_i64)
+        };
+        let mut seen = Vec::new();
+        let mut note = |writer: &mut JournalWriter, n: i64| {
+            writer
+                .append_counted("call", |summary| {
+                    seen.push((last_n(summary, "call"), last_n(summary, "other")));
+                    Some(Object::new().with("n", n))
+                })
+                .unwrap()
+                .unwrap()
+        };
+        note(&mut first, 1);
+        // Read from disk: the first writer's row.
+        note(&mut second, 2);
+        second.append("other", &Object::new().with("n", 9)).unwrap();
+        // Cached: the second writer's own rows, including the plain append.
+        note(&mut second, 3);
+        // Re-read after the file changed under the first writer.
+        note(&mut first, 4);
+        assert_eq!(
+            seen,
+            vec![
+                (None, None),
+                (Some(1), None),
+                (Some(2), Some(9)),
+                (Some(3), Some(9))
+            ]
+        );
     }
 
     #[test]

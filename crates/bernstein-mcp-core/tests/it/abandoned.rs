@@ -140,7 +140,11 @@ fn a_call_killed_between_row_and_audit_entry_is_recorded_abandoned() {
     assert_eq!(order.abandoned[0].span_id, field("span_id"));
     assert_eq!(order.abandoned[0].journal_head, field("event_hash"));
     assert_eq!(order.abandoned[0].method, "tools/call");
-    assert!(verify_run_journal(root, DEFAULT_ANCHOR_RUN_ID).unwrap().ok());
+    assert!(
+        verify_run_journal(root, DEFAULT_ANCHOR_RUN_ID)
+            .unwrap()
+            .ok()
+    );
 }
 
 /// The abandoned row is the journal's last call row, but other events follow it (a host run

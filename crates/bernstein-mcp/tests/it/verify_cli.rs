@@ -528,7 +528,8 @@ fn verify_and_audit_calls_report_an_abandoned_call() {
     let text = run_in(&scratch, &["audit", "calls", "mcp-calls"]);
     assert_eq!(text.code, 0, "{}", text.stdout);
     assert!(
-        text.stdout.contains("OK (2 call(s), 1 abandoned; chain verified)")
+        text.stdout
+            .contains("OK (2 call(s), 1 abandoned; chain verified)")
             && text.stdout.contains("tools/call ABANDONED (never ran)"),
         "{}",
         text.stdout
