@@ -193,17 +193,18 @@ fn check_call_order(
     let Ok(journal) = run_journal::load_run_journal(root, run_id) else {
         return;
     };
-    let rows = journal
+    let call_rows: Vec<&Object> = journal
         .rows
         .iter()
         .filter(|row| {
             row.get("event").and_then(Value::as_str)
                 == Some(bernstein_mcp_core::STATELESS_CALL_EVENT)
         })
-        .count() as u64;
-    if rows == 0 {
+        .collect();
+    let Some(last_row) = call_rows.last() else {
         return;
-    }
+    };
+    let rows = call_rows.len();
     let order = bernstein_mcp_core::reconstruct_call_order(audit_dir, key, run_id);
     for problem in &order.problems {
         section.fail(format!("{run_id}: call order: {problem}"));
@@ -215,18 +216,30 @@ fn check_call_order(
             call.call_index, call.segment, call.line
         ));
     }
-    let recorded = (order.calls.len() + order.abandoned.len()) as u64;
-    if rows == recorded + 1 {
-        section.notes.push(format!(
-            "{run_id}: call_index {recorded} has a journal row but no audit entry yet (its \
-             server stopped before the entry; the call never ran, and the next call records it \
-             as abandoned)"
-        ));
-    } else if rows != recorded {
-        section.fail(format!(
+    let recorded = order.calls.len() + order.abandoned.len();
+    // Only the journal's last call row can be waiting to be settled by the next call.
+    let last_index = match last_row.get("call_index") {
+        Some(Value::Int(i)) => i.as_u64(),
+        _ => None,
+    };
+    let last_unrecorded = last_index.filter(|index| {
+        !order
+            .calls
+            .iter()
+            .chain(&order.abandoned)
+            .any(|call| call.call_index == *index)
+    });
+    match last_unrecorded {
+        Some(index) if rows == recorded + 1 => section.notes.push(format!(
+            "{run_id}: call_index {index} has a journal row but no audit entry yet (its server \
+             stopped before the entry; the call never ran, and the next call records it as \
+             abandoned)"
+        )),
+        _ if rows != recorded => section.fail(format!(
             "{run_id}: the journal holds {rows} mcp.stateless_call row(s) but the chain records \
              {recorded} call(s)"
-        ));
+        )),
+        _ => {}
     }
     run.insert("calls", order.calls.len());
     run.insert(
