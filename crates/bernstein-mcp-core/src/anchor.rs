@@ -6,7 +6,7 @@
 //! 1. Under the run journal's exclusive lock, the call index is the number of
 //!    `mcp.stateless_call` rows already in the journal, so several server processes sharing
 //!    one project produce one gap-free order. A `baggage` member `mcp.call_index=<n>` that
-//!    disagrees refuses the call (nothing is written).
+//!    disagrees refuses the call (nothing is written for it).
 //! 2. The trace and span ids are content-derived ([`crate::ids`]): the trace from the run id,
 //!    the span from the request content (params without `_meta`) and the call index. A
 //!    well-formed client `traceparent` wins over both.
