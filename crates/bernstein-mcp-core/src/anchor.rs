@@ -183,6 +183,10 @@ impl Anchor {
                 STATELESS_CALL_EVENT,
                 |journal| {
                     let call_index = journal.count_of(STATELESS_CALL_EVENT);
+                    // Settle the previous call's row before counting this call. It concerns an
+                    // earlier call, so it is done even when this call is then refused. The
+                    // chain is searched only when the last row is not the one this anchor
+                    // itself completed (or settled) last time.
                     if let Some(last) = journal.last_of(STATELESS_CALL_EVENT) {
                         let head = last.get("event_hash").and_then(PyValue::as_str);
                         if head.is_none() || head != settled.as_deref() {
