@@ -6,7 +6,7 @@
 //! 1. Under the run journal's exclusive lock, the call index is the number of
 //!    `mcp.stateless_call` rows already in the journal, so several server processes sharing
 //!    one project produce one gap-free order. A `baggage` member `mcp.call_index=<n>` that
-//!    disagrees refuses the call (nothing is written).
+//!    disagrees refuses the call (nothing is written for it).
 //! 2. The trace and span ids are content-derived ([`crate::ids`]): the trace from the run id,
 //!    the span from the request content (params without `_meta`) and the call index. A
 //!    well-formed client `traceparent` wins over both.
@@ -16,11 +16,20 @@
 //!    chain's `prev_chain_digest`) is appended and fsynced (FORMATS §2.6), still under the
 //!    journal's lock. When the audit append fails the call is refused and the journal row is
 //!    taken back, so the refused call does not use up its call index (which
-//!    [`reconstruct_call_order`] would otherwise report missing for ever). A process killed
-//!    between the two appends still leaves the row without its entry: see
-//!    `docs/durability.md`.
+//!    [`reconstruct_call_order`] would otherwise report missing for ever).
+//! 4. A process killed between the two appends leaves the row without its entry; that call
+//!    was never answered, so it never ran. Before the next call is counted, still under the
+//!    journal's lock, the journal's last `mcp.stateless_call` row is settled: unless it is the
+//!    row this anchor itself completed, the chain is searched from its end for the run's newest
+//!    call entry, and when that entry's index is below the row's, an
+//!    `mcp.stateless_call_abandoned` entry (same actor and resource, the row's ids and
+//!    `journal_head`) records that the index was used up by a call that never ran. Only the
+//!    last row needs the check: every earlier row was the last one when some later call
+//!    settled it under the same lock. The entry is written once, since the search finds it
+//!    next time. This event type is our extension (see `docs/ARCHITECTURE.md`).
 //!
-//! [`reconstruct_call_order`] reads the order back from the audit chain alone.
+//! [`reconstruct_call_order`] reads the order back from the audit chain alone, counting an
+//! abandoned index as used (reported, not a gap).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -44,6 +53,13 @@ pub const STATELESS_CALL_EVENT: &str = "mcp.stateless_call";
 pub const ANCHOR_ACTOR: &str = "mcp_stateless_core";
 /// The audit resource type of an anchored call.
 pub const ANCHOR_RESOURCE_TYPE: &str = "mcp_stateless_call";
+/// The audit event type recording that a call index was used up by a journal row whose call
+/// never ran (its process stopped before the row's audit entry). Our extension: the reference
+/// has no such event, and its chain verifier accepts any event type.
+pub const ABANDONED_CALL_EVENT: &str = "mcp.stateless_call_abandoned";
+/// The `reason` detail of an [`ABANDONED_CALL_EVENT`] entry.
+pub const ABANDONED_CALL_REASON: &str = "the anchoring process stopped after the journal row \
+     and before its audit entry; the call was never answered and never ran";
 
 /// What anchoring one call wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +85,17 @@ pub struct Anchor {
     audit: AuditChain,
     // One writer per dispatcher: `elapsed_s` in the rows then counts from the server's start,
     // as the reference's long-lived journal object does.
-    writer: Mutex<JournalWriter>,
+    writer: Mutex<AnchorWriter>,
+}
+
+/// The journal writer and what this anchor knows about the journal's last call row.
+#[derive(Debug)]
+struct AnchorWriter {
+    journal: JournalWriter,
+    /// The `event_hash` of the last `mcp.stateless_call` row known to be settled (its audit
+    /// entry, or an abandonment entry, is in the chain). While the journal's last call row is
+    /// this one, no search of the chain is needed.
+    settled: Option<String>,
 }
 
 impl Anchor {
@@ -86,7 +112,10 @@ impl Anchor {
         Ok(Anchor {
             run_id: run_id.to_owned(),
             audit: AuditChain::open(project_root.join(".sdd").join("audit"), key),
-            writer: Mutex::new(writer),
+            writer: Mutex::new(AnchorWriter {
+                journal: writer,
+                settled: None,
+            }),
         })
     }
 
@@ -106,8 +135,10 @@ impl Anchor {
     ///
     /// # Errors
     ///
-    /// [`Error::CallIndexClaim`] when a baggage claim disagrees (nothing is written);
-    /// [`Error::Journal`] when the journal or the chain cannot be appended to.
+    /// [`Error::CallIndexClaim`] when a baggage claim disagrees (nothing is written for the
+    /// call; an earlier abandoned call may still be recorded);
+    /// [`Error::Journal`] when the journal or the chain cannot be appended to, or the chain
+    /// cannot be searched for the last call's entry.
     pub fn anchor(&self, method: &str, params: Option<&JsonValue>) -> Result<AnchoredCall> {
         let meta = params.and_then(|p| p.get("_meta"));
         let meta_str = |key: &str| meta.and_then(|m| m.get(key)).and_then(JsonValue::as_str);
@@ -116,6 +147,7 @@ impl Anchor {
         let content_hash = params_content_hash(method, params);
 
         let refusal = RefCell::new(None);
+        let settle_failure: RefCell<Option<bernstein_journal::Error>> = RefCell::new(None);
         let ids: RefCell<Option<(u64, String, String)>> = RefCell::new(None);
         // The audit entry, written while the journal's lock is held: when it fails, the
         // writer takes the row back and no call index is used up by a refused call.
@@ -146,10 +178,27 @@ impl Anchor {
             // A poisoned lock only means another call panicked mid-append; the journal itself
             // is re-read under its file lock, so the writer is still sound to use.
             let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            writer.append_counted_then(
+            let AnchorWriter { journal, settled } = &mut *writer;
+            let appended = journal.append_counted_then(
                 STATELESS_CALL_EVENT,
                 |journal| {
                     let call_index = journal.count_of(STATELESS_CALL_EVENT);
+                    // Settle the previous call's row before counting this call. It concerns an
+                    // earlier call, so it is done even when this call is then refused. The
+                    // chain is searched only when the last row is not the one this anchor
+                    // itself completed (or settled) last time.
+                    if let Some(last) = journal.last_of(STATELESS_CALL_EVENT) {
+                        let head = last.get("event_hash").and_then(PyValue::as_str);
+                        if head.is_none() || head != settled.as_deref() {
+                            match self.settle_last_call_row(last, call_index - 1) {
+                                Ok(()) => *settled = head.map(str::to_owned),
+                                Err(err) => {
+                                    *settle_failure.borrow_mut() = Some(err);
+                                    return None;
+                                }
+                            }
+                        }
+                    }
                     match &claim {
                         Some(Ok(claimed)) if *claimed == call_index => {}
                         Some(Ok(claimed)) => {
@@ -178,8 +227,15 @@ impl Anchor {
                     Some(payload)
                 },
                 audit_entry,
-            )?
+            );
+            if let Ok(Some((row, _))) = &appended {
+                *settled = Some(row.event_hash.clone());
+            }
+            appended?
         };
+        if let Some(err) = settle_failure.into_inner() {
+            return Err(Error::Journal(err));
+        }
         let ((row, record), (call_index, trace_id, span_id)) = match (appended, ids.into_inner()) {
             (Some(appended), Some(ids)) => (appended, ids),
             _ => {
@@ -201,6 +257,74 @@ impl Anchor {
         })
     }
 
+    /// Makes sure the journal's last call row `last` (holding `call_index`, counted under the
+    /// journal's lock the caller holds) has an entry in the chain: its own `mcp.stateless_call`
+    /// entry, or else a new `mcp.stateless_call_abandoned` one. Entries of one run are written
+    /// under that lock in call-index order, so the run's newest entry in the chain tells
+    /// whether this row's entry exists.
+    fn settle_last_call_row(
+        &self,
+        last: &Object,
+        call_index: u64,
+    ) -> std::result::Result<(), bernstein_journal::Error> {
+        let run_id = self.run_id.as_str();
+        let newest = audit::newest_record_where(self.audit.dir(), self.audit.key(), &|record| {
+            let kind = record.get("event_type").and_then(PyValue::as_str);
+            matches!(kind, Some(STATELESS_CALL_EVENT | ABANDONED_CALL_EVENT))
+                && record
+                    .get("details")
+                    .and_then(PyValue::as_object)
+                    .and_then(|d| d.get("run_id"))
+                    .and_then(PyValue::as_str)
+                    == Some(run_id)
+        })
+        .map_err(|source| bernstein_journal::Error::Io {
+            op: "search",
+            path: self.audit.dir().to_path_buf(),
+            source,
+        })?;
+        let newest_index = newest
+            .as_ref()
+            .and_then(|record| record.get("details"))
+            .and_then(PyValue::as_object)
+            .and_then(|details| match details.get("call_index") {
+                Some(PyValue::Int(i)) => i.as_u64(),
+                _ => None,
+            });
+        if newest_index.is_some_and(|index| index >= call_index) {
+            return Ok(());
+        }
+        let text = |key: &str| last.get(key).and_then(PyValue::as_str).unwrap_or_default();
+        let span_id = text("span_id");
+        let journal_index = match last.get("index") {
+            Some(PyValue::Int(i)) => i.as_u64().unwrap_or_default(),
+            _ => 0,
+        };
+        tracing::warn!(
+            run_id,
+            call_index,
+            span_id,
+            "recording an anchored call whose process stopped before its audit entry as abandoned"
+        );
+        let details = Object::new()
+            .with("run_id", run_id)
+            .with("method", text("method"))
+            .with("call_index", call_index)
+            .with("trace_id", text("trace_id"))
+            .with("span_id", span_id)
+            .with("journal_head", text("event_hash"))
+            .with("journal_index", journal_index)
+            .with("reason", ABANDONED_CALL_REASON);
+        self.audit.append(&AuditEvent::new(
+            ABANDONED_CALL_EVENT,
+            ANCHOR_ACTOR,
+            ANCHOR_RESOURCE_TYPE,
+            span_id,
+            details,
+        ))?;
+        Ok(())
+    }
+
     /// [`Anchor::anchor`] on the blocking thread pool, so file locks and fsync never stall the
     /// async workers serving other calls.
     ///
@@ -219,7 +343,8 @@ impl Anchor {
     }
 }
 
-/// One anchored call as the audit chain records it.
+/// One anchored call as the audit chain records it (or one abandoned call: its index was used
+/// up by a journal row whose process stopped before the call's audit entry).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedCall {
     /// The call's position in the run's order.
@@ -245,12 +370,13 @@ pub struct RecordedCall {
 /// Something wrong with a run's reconstructed call order, beyond the chain's own findings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OrderProblem {
-    /// No verified entry carries this call index, though a later one exists.
+    /// No verified entry (call or abandoned) carries this call index, though a later one
+    /// exists.
     Missing {
         /// The absent index.
         call_index: u64,
     },
-    /// Several verified entries carry this call index.
+    /// Several verified entries (calls or abandoned) carry this call index.
     Duplicate {
         /// The repeated index.
         call_index: u64,
@@ -281,10 +407,7 @@ impl std::fmt::Display for OrderProblem {
                 locations.join(", ")
             ),
             OrderProblem::Malformed { location, reason } => {
-                write!(
-                    f,
-                    "{location}: not a readable mcp.stateless_call entry: {reason}"
-                )
+                write!(f, "{location}: not a readable call entry: {reason}")
             }
         }
     }
@@ -297,6 +420,10 @@ pub struct CallOrder {
     pub run_id: String,
     /// The verified entries of the run, sorted by call index.
     pub calls: Vec<RecordedCall>,
+    /// The verified `mcp.stateless_call_abandoned` entries of the run, sorted by call index:
+    /// indices used up by calls that never ran. They fill their place in the order (no gap)
+    /// and are reported apart from the calls.
+    pub abandoned: Vec<RecordedCall>,
     /// The chain verification the reconstruction stood on.
     pub chain: VerifyReport,
     /// Problems with the order itself (gaps, duplicates, unreadable entries).
@@ -304,7 +431,8 @@ pub struct CallOrder {
 }
 
 impl CallOrder {
-    /// The verdict: the chain verifies and the calls are exactly `0..n-1`.
+    /// The verdict: the chain verifies and the calls and abandoned indices together are
+    /// exactly `0..n-1`, each once.
     pub fn ok(&self) -> bool {
         self.chain.ok() && self.problems.is_empty()
     }
@@ -322,14 +450,20 @@ impl CallOrder {
 /// reference's `reconstruct_mcp_call_order`): verifies the chain, keeps the verified
 /// `mcp.stateless_call` entries whose `details.run_id` is the run, sorts them by `call_index`
 /// and requires exactly `0..n-1`. Every problem is reported, not only the first.
+///
+/// Our extension: the run's `mcp.stateless_call_abandoned` entries take their index's place
+/// in the order and are returned apart, in [`CallOrder::abandoned`].
 pub fn reconstruct_call_order(audit_dir: &Path, key: &AuditKey, run_id: &str) -> CallOrder {
     let mut records = audit::verified_records(audit_dir, key);
     let mut calls = Vec::new();
+    let mut abandoned = Vec::new();
     let mut problems = Vec::new();
     for record in records.by_ref() {
-        if record.event_type != STATELESS_CALL_EVENT {
-            continue;
-        }
+        let into = match record.event_type.as_str() {
+            STATELESS_CALL_EVENT => &mut calls,
+            ABANDONED_CALL_EVENT => &mut abandoned,
+            _ => continue,
+        };
         let details = &record.details;
         if details.get("run_id").and_then(PyValue::as_str) != Some(run_id) {
             continue;
@@ -353,7 +487,7 @@ pub fn reconstruct_call_order(audit_dir: &Path, key: &AuditKey, run_id: &str) ->
             text("journal_head"),
         ) {
             (Some(call_index), Some(method), Some(trace_id), Some(span_id), Some(journal_head)) => {
-                calls.push(RecordedCall {
+                into.push(RecordedCall {
                     call_index,
                     method,
                     trace_id,
@@ -367,17 +501,20 @@ pub fn reconstruct_call_order(audit_dir: &Path, key: &AuditKey, run_id: &str) ->
             }
             _ => problems.push(OrderProblem::Malformed {
                 location,
-                reason: "call_index must be a non-negative integer and method, trace_id, \
-                         span_id, journal_head strings"
-                    .to_owned(),
+                reason: format!(
+                    "{}: call_index must be a non-negative integer and method, trace_id, \
+                     span_id, journal_head strings",
+                    record.event_type
+                ),
             }),
         }
     }
     let chain = records.finish();
     calls.sort_by_key(|call| call.call_index);
+    abandoned.sort_by_key(|call| call.call_index);
 
     let mut by_index: BTreeMap<u64, Vec<String>> = BTreeMap::new();
-    for call in &calls {
+    for call in calls.iter().chain(&abandoned) {
         by_index
             .entry(call.call_index)
             .or_default()
@@ -398,6 +535,7 @@ pub fn reconstruct_call_order(audit_dir: &Path, key: &AuditKey, run_id: &str) ->
     CallOrder {
         run_id: run_id.to_owned(),
         calls,
+        abandoned,
         chain,
         problems,
     }
@@ -541,6 +679,70 @@ mod tests {
         assert!(order.ok(), "{:?}", order.problems);
         let tears = bernstein_journal::durable::read_tear_log(dir.path()).unwrap();
         assert_eq!(tears.tears.len(), 1);
+    }
+
+    /// The settle search reads the chain from its end and stops at the run's newest entry, so
+    /// an old segment it cannot read does not matter while a newer entry answers; when the
+    /// search would have to read it, the call is refused (nothing written) rather than guessed.
+    #[test]
+    fn settling_searches_only_as_far_as_it_must_and_never_guesses() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        anchor.anchor("tools/call", Some(&params)).unwrap();
+        // An archived segment that cannot be read (a directory where a file belongs).
+        let unreadable = audit_dir(dir.path())
+            .join(audit::ARCHIVE_DIR)
+            .join("2000-01-01.jsonl.gz");
+        std::fs::create_dir_all(&unreadable).unwrap();
+        // A fresh server must search; the live segment answers first.
+        let fresh = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        assert_eq!(
+            fresh
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            1
+        );
+
+        // Another run whose last row has no entry anywhere in the readable chain: the search
+        // reaches the unreadable segment, and the call is refused with nothing written.
+        let mut writer =
+            JournalWriter::open(dir.path(), "other-run", HashProfile::PyJsonV1).unwrap();
+        let orphan = Object::new()
+            .with("method", "tools/call")
+            .with("call_index", 0u64)
+            .with("trace_id", "0123456789abcdef0123456789abcdef")
+            .with("span_id", "0123456789abcdef");
+        writer.append(STATELESS_CALL_EVENT, &orphan).unwrap();
+        let other = Anchor::open(dir.path(), "other-run", key()).unwrap();
+        let chain_before = audit::verify(&audit_dir(dir.path()), &key()).entries;
+        let err = other.anchor("tools/call", Some(&params)).unwrap_err();
+        assert!(matches!(err, Error::Journal(_)), "{err}");
+        assert_eq!(
+            audit::verify(&audit_dir(dir.path()), &key()).entries,
+            chain_before
+        );
+        assert_eq!(
+            load_run_journal(dir.path(), "other-run")
+                .unwrap()
+                .rows
+                .len(),
+            1
+        );
+
+        std::fs::remove_dir(&unreadable).unwrap();
+        assert_eq!(
+            other
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            1
+        );
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "other-run");
+        assert!(order.ok(), "{:?}", order.problems);
+        let abandoned: Vec<u64> = order.abandoned.iter().map(|c| c.call_index).collect();
+        assert_eq!(abandoned, vec![0]);
     }
 
     #[test]

@@ -39,7 +39,8 @@ mod scope;
 mod tasks;
 
 pub use anchor::{
-    Anchor, AnchoredCall, CallOrder, OrderProblem, RecordedCall, reconstruct_call_order,
+    ABANDONED_CALL_EVENT, Anchor, AnchoredCall, CallOrder, OrderProblem, RecordedCall,
+    STATELESS_CALL_EVENT, reconstruct_call_order,
 };
 pub use card::{AuthPosture, ServerIdentity, TransportInfo};
 pub use dispatcher::{

@@ -4,7 +4,9 @@
 //! The verdict is the library's ([`bernstein_mcp_core::reconstruct_call_order`]): the chain
 //! verifies and the run's `mcp.stateless_call` entries carry exactly the call indices
 //! `0..n-1`. A tampered entry fails the chain at that entry's file and line, and its call is
-//! missing from the order, so both are printed.
+//! missing from the order, so both are printed. An index used up by a call that never ran (its
+//! server stopped between the journal row and the audit entry, and a later call recorded it as
+//! `mcp.stateless_call_abandoned`) fills its place in the order and is listed as abandoned.
 
 use bernstein_mcp_core::{CallOrder, RecordedCall, reconstruct_call_order};
 use serde_json::{Value, json};
@@ -44,20 +46,28 @@ fn call_json(call: &RecordedCall) -> Value {
     })
 }
 
-/// `{"ok", "run_id", "calls", "problems", "chain"}`; `chain` is the `audit verify --json` shape.
+/// `{"ok", "run_id", "calls", "abandoned", "problems", "chain"}`; `abandoned` lists the indices
+/// used up by calls that never ran, in the shape of `calls`; `chain` is the `audit verify
+/// --json` shape.
 fn order_json(order: &CallOrder) -> Value {
     json!({
         "ok": order.ok(),
         "run_id": order.run_id,
         "calls": order.calls.iter().map(call_json).collect::<Vec<_>>(),
+        "abandoned": order.abandoned.iter().map(call_json).collect::<Vec<_>>(),
         "problems": order.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "chain": audit_report_json(&order.chain),
     })
 }
 
 fn order_text(order: &CallOrder) -> String {
+    let abandoned = if order.abandoned.is_empty() {
+        String::new()
+    } else {
+        format!(", {} abandoned", order.abandoned.len())
+    };
     let mut out = format!(
-        "mcp call order of run {}: {} ({} call(s); chain {})\n",
+        "mcp call order of run {}: {} ({} call(s){abandoned}; chain {})\n",
         order.run_id,
         if order.ok() { "OK" } else { "FAILED" },
         order.calls.len(),
@@ -67,10 +77,23 @@ fn order_text(order: &CallOrder) -> String {
             "FAILED"
         },
     );
-    for call in &order.calls {
+    // Calls and abandoned indices interleaved in index order.
+    let mut lines: Vec<(&RecordedCall, bool)> = order
+        .calls
+        .iter()
+        .map(|call| (call, false))
+        .chain(order.abandoned.iter().map(|call| (call, true)))
+        .collect();
+    lines.sort_by_key(|(call, _)| call.call_index);
+    for (call, abandoned) in lines {
+        let what = if abandoned {
+            format!("{} ABANDONED (never ran)", call.method)
+        } else {
+            call.method.clone()
+        };
         out.push_str(&format!(
-            "  {:>4}  {}  span {}  trace {}  at {}:{}\n",
-            call.call_index, call.method, call.span_id, call.trace_id, call.segment, call.line
+            "  {:>4}  {what}  span {}  trace {}  at {}:{}\n",
+            call.call_index, call.span_id, call.trace_id, call.segment, call.line
         ));
     }
     let (errors, tears) = order.chain_findings();

@@ -73,7 +73,7 @@ pub(crate) fn verify_project(root: &Path, key: &AuditKey, receipts: &[PathBuf]) 
     let chain_report = audit::verify(&audit_dir, key);
     vec![
         audit_section(&audit_dir, &chain_report),
-        journals_section(root, &audit_dir),
+        journals_section(root, &audit_dir, key),
         mailbox_section(&sdd, key),
         receipts_section(root, key, receipts),
         artifacts_section(root, key),
@@ -135,7 +135,7 @@ fn run_ids(root: &Path) -> Result<Vec<String>, String> {
     Ok(ids)
 }
 
-fn journals_section(root: &Path, audit_dir: &Path) -> Section {
+fn journals_section(root: &Path, audit_dir: &Path, key: &AuditKey) -> Section {
     let mut section = Section::new("journals");
     let ids = match run_ids(root) {
         Ok(ids) => ids,
@@ -173,10 +173,86 @@ fn journals_section(root: &Path, audit_dir: &Path) -> Section {
             run.insert("status", handle.status.as_str());
             run.insert("receipt_hash", handle.receipt_hash());
         }
+        check_call_order(root, audit_dir, key, &run_id, &mut section, &mut run);
         section.detail.insert(run_id, run);
     }
     note_recovered_tears(root, &mut section);
     section
+}
+
+/// The MCP call order of a run whose journal anchors calls (`mcp.stateless_call` rows), read
+/// from the chain and held against the journal. An index used up by a call that never ran (its
+/// server stopped between the row and the audit entry) is a note: recorded as abandoned by a
+/// later call, or, for the journal's last call row, not recorded yet. Gaps, duplicates and
+/// unexplained row counts fail the section; the chain's own findings are the audit section's.
+fn check_call_order(
+    root: &Path,
+    audit_dir: &Path,
+    key: &AuditKey,
+    run_id: &str,
+    section: &mut Section,
+    run: &mut Object,
+) {
+    let Ok(journal) = run_journal::load_run_journal(root, run_id) else {
+        return;
+    };
+    let call_rows: Vec<&Object> = journal
+        .rows
+        .iter()
+        .filter(|row| {
+            row.get("event").and_then(Value::as_str)
+                == Some(bernstein_mcp_core::STATELESS_CALL_EVENT)
+        })
+        .collect();
+    let Some(last_row) = call_rows.last() else {
+        return;
+    };
+    let rows = call_rows.len();
+    let order = bernstein_mcp_core::reconstruct_call_order(audit_dir, key, run_id);
+    for problem in &order.problems {
+        section.fail(format!("{run_id}: call order: {problem}"));
+    }
+    for call in &order.abandoned {
+        section.notes.push(format!(
+            "{run_id}: call_index {} was abandoned (its server stopped before the call's audit \
+             entry; the call never ran), recorded at {}:{}",
+            call.call_index, call.segment, call.line
+        ));
+    }
+    let recorded = order.calls.len() + order.abandoned.len();
+    // Only the journal's last call row can be waiting to be settled by the next call.
+    let last_index = match last_row.get("call_index") {
+        Some(Value::Int(i)) => i.as_u64(),
+        _ => None,
+    };
+    let last_unrecorded = last_index.filter(|index| {
+        !order
+            .calls
+            .iter()
+            .chain(&order.abandoned)
+            .any(|call| call.call_index == *index)
+    });
+    match last_unrecorded {
+        Some(index) if rows == recorded + 1 => section.notes.push(format!(
+            "{run_id}: call_index {index} has a journal row but no audit entry yet (its server \
+             stopped before the entry; the call never ran, and the next call records it as \
+             abandoned)"
+        )),
+        _ if rows != recorded => section.fail(format!(
+            "{run_id}: the journal holds {rows} mcp.stateless_call row(s) but the chain records \
+             {recorded} call(s)"
+        )),
+        _ => {}
+    }
+    run.insert("calls", order.calls.len());
+    run.insert(
+        "abandoned_calls",
+        order
+            .abandoned
+            .iter()
+            .map(|call| call.call_index)
+            .collect::<Vec<_>>(),
+    );
 }
 
 /// The torn tails writers cut from journals and spines (`.sdd/torn_tails.jsonl`). Their bytes

@@ -5,6 +5,7 @@
 //!   `flock` the reference uses (`.chain.lock`), so Rust and Python writers can share a chain.
 //! * Reading the head: [`keyless_newest_segment_head`] (what `bernstein_run_status` embeds) and
 //!   [`recovered_head`] (the MAC-valid head appenders chain onto).
+//! * Searching from the end: [`newest_record_where`] (the newest valid record of a kind).
 //! * Verifying: [`verify`] streams every segment (archives first) and returns a
 //!   [`VerifyReport`] listing every hard error and every tear, with the reference's verdict;
 //!   [`verified_records`] iterates over the records that verify, with the same verdict at the
@@ -17,6 +18,7 @@ mod clock;
 mod head;
 mod record;
 mod report;
+mod search;
 mod segments;
 mod verify;
 
@@ -28,6 +30,7 @@ pub use record::{
     expected_hmac, python_repr, python_str,
 };
 pub use report::{Finding, FindingKind, Tear, TearClass, VerifyProgress, VerifyReport};
+pub use search::newest_record_where;
 pub use segments::{ARCHIVE_DIR, ARCHIVED_SUFFIX, LIVE_SUFFIX, MAX_LINE_BYTES};
 pub use verify::{VerifiedRecord, VerifiedRecords, verified_records, verify, verify_with_progress};
 

@@ -119,6 +119,8 @@ pub struct JournalWriter<C: Clock = SystemClock> {
 struct EventCounts {
     identity: (u64, u64, u64),
     by_event: HashMap<String, u64>,
+    /// The last row of each event type, as read or written.
+    last_by_event: HashMap<String, Object>,
     rows: u64,
 }
 
@@ -128,6 +130,7 @@ struct EventCounts {
 pub struct JournalSummary<'a> {
     rows: u64,
     by_event: &'a HashMap<String, u64>,
+    last_by_event: &'a HashMap<String, Object>,
 }
 
 impl JournalSummary<'_> {
@@ -139,6 +142,12 @@ impl JournalSummary<'_> {
     /// The rows whose `event` is `event`.
     pub fn count_of(&self, event: &str) -> u64 {
         self.by_event.get(event).copied().unwrap_or(0)
+    }
+
+    /// The last row whose `event` is `event` (the whole row: envelope and payload keys), so a
+    /// caller can check, under the lock, whether the operation that row began was completed.
+    pub fn last_of(&self, event: &str) -> Option<&Object> {
+        self.last_by_event.get(event)
     }
 }
 
@@ -281,13 +290,21 @@ impl<C: Clock> JournalWriter<C> {
                 let mut counts = EventCounts {
                     identity,
                     by_event: HashMap::new(),
+                    last_by_event: HashMap::new(),
                     rows: 0,
                 };
-                for row in &rows {
+                let mut last_at: HashMap<&str, usize> = HashMap::new();
+                for (at, row) in rows.iter().enumerate() {
                     counts.rows += 1;
                     if let Some(name) = row.get("event").and_then(Value::as_str) {
                         *counts.by_event.entry(name.to_owned()).or_insert(0) += 1;
+                        last_at.insert(name, at);
                     }
+                }
+                for (name, at) in last_at {
+                    counts
+                        .last_by_event
+                        .insert(name.to_owned(), rows[at].clone());
                 }
                 (tail, counts)
             }
@@ -295,6 +312,7 @@ impl<C: Clock> JournalWriter<C> {
         let summary = JournalSummary {
             rows: counts.rows,
             by_event: &counts.by_event,
+            last_by_event: &counts.last_by_event,
         };
         let Some(payload) = build(&summary) else {
             return Ok(None);
@@ -405,7 +423,7 @@ impl<C: Clock> JournalWriter<C> {
         for (key, value) in payload.iter() {
             row.insert(key, value.clone());
         }
-        let line = Value::Object(row).dumps(Dialect::PY_ROW);
+        let line = Value::Object(row.clone()).dumps(Dialect::PY_ROW);
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
@@ -422,6 +440,7 @@ impl<C: Clock> JournalWriter<C> {
                 counts.identity = (dev, ino, size + written);
                 counts.rows += 1;
                 *counts.by_event.entry(event.to_owned()).or_insert(0) += 1;
+                counts.last_by_event.insert(event.to_owned(), row);
             }
             _ => self.counts = None,
         }
@@ -601,6 +620,45 @@ mod tests {
         assert!(matches!(err, Error::Encode(_)), "{err}");
         let report = verify_journal(&first.path().unwrap()).unwrap();
         assert!(report.ok() && report.count == 5, "{report:?}");
+    }
+
+    #[test]
+    fn the_summary_holds_the_last_row_of_each_event_whoever_wrote_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let mut second = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let last_n = |seen: &JournalSummary<'_>, event: &str| {
+            seen.last_of(event)
+                .and_then(|row| row.get("n"))
+                .and_then(Value::as_i64)
+        };
+        let mut seen = Vec::new();
+        let mut note = |writer: &mut JournalWriter, n: i64| {
+            writer
+                .append_counted("call", |summary| {
+                    seen.push((last_n(summary, "call"), last_n(summary, "other")));
+                    Some(Object::new().with("n", n))
+                })
+                .unwrap()
+                .unwrap()
+        };
+        note(&mut first, 1);
+        // Read from disk: the first writer's row.
+        note(&mut second, 2);
+        second.append("other", &Object::new().with("n", 9)).unwrap();
+        // Cached: the second writer's own rows, including the plain append.
+        note(&mut second, 3);
+        // Re-read after the file changed under the first writer.
+        note(&mut first, 4);
+        assert_eq!(
+            seen,
+            vec![
+                (None, None),
+                (Some(1), None),
+                (Some(2), Some(9)),
+                (Some(3), Some(9))
+            ]
+        );
     }
 
     #[test]

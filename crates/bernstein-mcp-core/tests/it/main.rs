@@ -1,6 +1,7 @@
 //! The one integration-test binary of `bernstein-mcp-core`: the dispatcher driven with real
 //! JSON-RPC messages over a scratch project, the embedded backend and the real catalogue.
 
+mod abandoned;
 mod anchoring;
 mod hostile;
 mod protocol;

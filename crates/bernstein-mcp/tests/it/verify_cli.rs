@@ -515,3 +515,90 @@ fn project_verify_reports_evidence_the_task_log_owes() {
         out.stdout
     );
 }
+
+/// A server stopped between an anchoring row and its audit entry: `verify` notes the row
+/// without an entry, the next call records the index as abandoned, and then `verify` and
+/// `audit calls` report the abandoned call, with no gap in the order.
+#[test]
+fn verify_and_audit_calls_report_an_abandoned_call() {
+    use bernstein_journal::key::AuditKey;
+    use bernstein_journal::run_journal::{HashProfile, JournalWriter};
+    use bernstein_mcp_core::Anchor;
+    use bernstein_protocol::pyjson::Object;
+
+    let scratch = Scratch::of("journal/completed_run", "audit.key");
+    let project = scratch.project();
+    let key = AuditKey::from_file(&scratch.key()).unwrap();
+    let params = serde_json::json!({"name": "bernstein_health", "arguments": {}});
+    let anchor = Anchor::open(&project, "mcp-calls", key.clone()).unwrap();
+    anchor.anchor("tools/call", Some(&params)).unwrap();
+    // The row a killed server leaves: no audit entry follows it.
+    let mut writer = JournalWriter::open(&project, "mcp-calls", HashProfile::PyJsonV1).unwrap();
+    let orphan = Object::new()
+        .with("method", "tools/call")
+        .with("call_index", 1u64)
+        .with("trace_id", "0123456789abcdef0123456789abcdef")
+        .with("span_id", "0123456789abcdef");
+    writer.append("mcp.stateless_call", &orphan).unwrap();
+
+    let notes = |report: &serde_json::Value| -> Vec<String> {
+        report["sections"]["journals"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let report = json(&run_in(&scratch, &["verify", "--json"]).stdout);
+    assert_eq!(report["sections"]["journals"]["ok"], true, "{report}");
+    assert!(
+        notes(&report)
+            .iter()
+            .any(|n| n.starts_with("mcp-calls: call_index 1 has a journal row but no audit entry")),
+        "{report}"
+    );
+
+    let next = Anchor::open(&project, "mcp-calls", key).unwrap();
+    assert_eq!(
+        next.anchor("tools/call", Some(&params)).unwrap().call_index,
+        2
+    );
+    let report = json(&run_in(&scratch, &["verify", "--json"]).stdout);
+    let journals = &report["sections"]["journals"];
+    assert_eq!(journals["ok"], true, "{report}");
+    assert_eq!(
+        journals["detail"]["mcp-calls"]["abandoned_calls"],
+        serde_json::json!([1])
+    );
+    assert!(
+        notes(&report)
+            .iter()
+            .any(|n| n.starts_with("mcp-calls: call_index 1 was abandoned")),
+        "{report}"
+    );
+
+    let out = run_in(&scratch, &["audit", "calls", "mcp-calls", "--json"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let order = json(&out.stdout);
+    let indices = |list: &str| -> Vec<i64> {
+        order[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["call_index"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(indices("calls"), vec![0, 2]);
+    assert_eq!(indices("abandoned"), vec![1]);
+    assert_eq!(order["abandoned"][0]["span_id"], "0123456789abcdef");
+    assert_eq!(order["problems"], serde_json::json!([]));
+    let text = run_in(&scratch, &["audit", "calls", "mcp-calls"]);
+    assert_eq!(text.code, 0, "{}", text.stdout);
+    assert!(
+        text.stdout
+            .contains("OK (2 call(s), 1 abandoned; chain verified)")
+            && text.stdout.contains("tools/call ABANDONED (never ran)"),
+        "{}",
+        text.stdout
+    );
+}
