@@ -29,12 +29,15 @@
 //! journal appears. The id as given must pass the journal barrier in every case, as in the
 //! reference ([`crate::Error::InvalidRunId`] / [`crate::Error::Containment`]).
 
+mod chain;
 mod evidence;
 mod ledger;
 mod progress;
+mod seal;
 mod status;
 mod wire;
 
+pub use chain::{ChainHeadEntry, HandleChainReport, verify_handle_chain};
 pub use evidence::read_evidence_counts;
 pub use ledger::read_ledger_task_state;
 pub use progress::{
@@ -42,9 +45,14 @@ pub use progress::{
     ProgressInputs, ProgressVector, fold_progress, is_terminal_phase, phase_ordinal,
     project_progress,
 };
+pub use seal::{
+    SEAL_ACTOR, SealOutcome, append_terminal_row, lifecycle_payload, seal_event, seal_terminal_run,
+    terminal_event,
+};
 pub use status::{TaskStatus, project_events, project_task_status};
 pub use wire::render_indent2;
 
+use crate::audit::{AuditChain, head_index};
 use crate::crypto::sha256_hex;
 use crate::run_journal::{
     journal_head, load_journal, python_str_repr, run_journal_path, task_run_id,
@@ -278,6 +286,70 @@ pub fn project_run_handle(project_root: &Path, id: &str, chain_head: &str) -> Re
         &loaded.rows,
         chain_head,
     ))
+}
+
+/// The run's chain head: the `hmac` of the newest audit entry in `<project>/.sdd/audit` that
+/// names `run_id` (see [`crate::audit::head_index`]), `""` when none does.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the chain's segments cannot be listed or read.
+pub fn run_chain_head(project_root: &Path, run_id: &str) -> Result<String> {
+    let audit_dir = project_root.join(".sdd").join("audit");
+    head_index::run_head(&audit_dir, run_id).map_err(|err| Error::io("read", &audit_dir, err))
+}
+
+/// The Bernstein task id whose run is `run_id` (`task-<id>` with `task_run_id(id) == run_id`).
+pub fn task_id_of_run(run_id: &str) -> Option<&str> {
+    run_id
+        .strip_prefix("task-")
+        .filter(|task| !task.is_empty() && task_run_id(task) == run_id)
+}
+
+/// `bernstein_run_status`'s projection as this server serves it: resolve `id`, read the
+/// journal tolerantly, and embed the run's chain head ([`run_chain_head`]), so two polls of an
+/// unchanged run are byte-identical however many other calls were anchored in between.
+///
+/// With `sealer`, a terminal run of a task whose newest seal does not bind the current status
+/// and journal head is sealed first ([`seal_terminal_run`]), so a host's terminal handle is
+/// always the sealed one, whoever ended the run.
+///
+/// # Errors
+///
+/// As [`resolve_run_journal`], plus [`Error::Io`] when the journal or the chain cannot be read
+/// and the chain's errors when a seal cannot be appended.
+pub fn poll_run_handle(
+    project_root: &Path,
+    id: &str,
+    sealer: Option<&AuditChain>,
+) -> Result<(RunHandle, ResolvedRun)> {
+    let resolved = resolve_run_journal(project_root, id)?;
+    let mut rows = load_journal(&resolved.journal_path)?.rows;
+    if let Some(chain) = sealer
+        && project_task_status(&rows).is_terminal()
+        && let Some(task_id) = task_id_of_run(&resolved.run_id)
+        && !is_sealed(chain.dir(), &resolved.run_id, &rows)?
+        && let SealOutcome::Sealed(_) = seal_terminal_run(project_root, chain, task_id)?
+    {
+        rows = load_journal(&resolved.journal_path)?.rows;
+    }
+    let chain_head = run_chain_head(project_root, &resolved.run_id)?;
+    let handle = RunHandle::from_journal(&resolved.run_id, &resolved.run_id, &rows, &chain_head);
+    Ok((handle, resolved))
+}
+
+/// Whether the run's newest seal binds the status and head `rows` project (read without the
+/// journal lock: a quick check before [`seal_terminal_run`] re-checks under it).
+fn is_sealed(audit_dir: &Path, run_id: &str, rows: &[Object]) -> Result<bool> {
+    let heads = head_index::shared(audit_dir)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .run(run_id)
+        .map_err(|err| Error::io("read", audit_dir, err))?;
+    Ok(heads.last_seal.is_some_and(|seal| {
+        seal.status.as_deref() == Some(project_task_status(rows).as_str())
+            && seal.journal_head.as_deref() == Some(journal_head(rows).as_str())
+    }))
 }
 
 /// A handle as a client presents it: the fields plus the digests it states.
