@@ -47,7 +47,7 @@ pub use progress::{
 };
 pub use seal::{
     SEAL_ACTOR, SealOutcome, append_terminal_row, lifecycle_payload, seal_event, seal_terminal_run,
-    terminal_event,
+    seal_terminal_run_at, terminal_event,
 };
 pub use status::{TaskStatus, project_events, project_task_status};
 pub use wire::render_indent2;

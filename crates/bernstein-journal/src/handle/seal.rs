@@ -33,7 +33,7 @@ use bernstein_protocol::pyjson::{Object, Value};
 
 use super::{RunHandle, TaskStatus, project_task_status};
 use crate::audit::head_index::{self, EVENT_TASK_HANDLE};
-use crate::audit::{AppendedRecord, AuditChain, AuditEvent};
+use crate::audit::{AppendedRecord, AuditChain, AuditEvent, Timestamp};
 use crate::run_journal::{
     HashProfile, JournalWriter, journal_head, load_journal, run_journal_path, task_run_id,
 };
@@ -114,6 +114,21 @@ pub fn seal_terminal_run(
     chain: &AuditChain,
     task_id: &str,
 ) -> Result<SealOutcome> {
+    seal_terminal_run_at(project_root, chain, task_id, None)
+}
+
+/// [`seal_terminal_run`] with an explicit clock reading for the seal entry (deterministic
+/// fixtures); `None` is now.
+///
+/// # Errors
+///
+/// As [`seal_terminal_run`].
+pub fn seal_terminal_run_at(
+    project_root: &Path,
+    chain: &AuditChain,
+    task_id: &str,
+    at: Option<Timestamp>,
+) -> Result<SealOutcome> {
     let run_id = task_run_id(task_id);
     let path = run_journal_path(project_root, &run_id)?;
     let Some(_lock) = JournalLock::acquire(&path)? else {
@@ -140,7 +155,11 @@ pub fn seal_terminal_run(
     }
     let chain_head = heads.newest.map(|e| e.hmac).unwrap_or_default();
     let handle = RunHandle::from_journal(&run_id, &run_id, &rows, &chain_head);
-    let record = chain.append(&seal_event(task_id, &handle))?;
+    let event = seal_event(task_id, &handle);
+    let record = match at {
+        Some(at) => chain.append_at(&event, at)?,
+        None => chain.append(&event)?,
+    };
     Ok(SealOutcome::Sealed(Box::new(record)))
 }
 

@@ -5,6 +5,7 @@ mod artifacts;
 mod audit;
 mod capsule;
 mod claim;
+mod handle_seal;
 mod lineage_log;
 mod mailbox;
 mod run_journal;

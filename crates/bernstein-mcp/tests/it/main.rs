@@ -1,6 +1,7 @@
 //! The one integration-test binary of `bernstein-mcp`: the CLI driven as a user drives it, on
 //! copies of the golden vectors, with exit codes and JSON output shapes snapshot-tested.
 
+mod handle_cli;
 mod serve_cli;
 mod support;
 mod verify_cli;
