@@ -867,9 +867,13 @@ impl Backend {
                 return Ok((run_handle, resolved));
             }
         };
+        if settled_event(&row_status(&row)).is_none() {
+            return Ok((run_handle, resolved));
+        }
+        // Another poller may have journalled it in between (then nothing is written here):
+        // either way the journal now ends, so project it again.
         match self.settle_run(project_root, task_id, &row).await {
-            Ok(true) => poll().await.map_err(joined)?,
-            Ok(false) => Ok((run_handle, resolved)),
+            Ok(_) => poll().await.map_err(joined)?,
             Err(e) => {
                 tracing::warn!(
                     task_id,

@@ -7,5 +7,6 @@ mod errors;
 mod firewall;
 mod listing;
 mod remote;
+mod remote_lifecycle;
 mod run_status;
 mod worker_loop;
