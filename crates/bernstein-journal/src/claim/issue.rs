@@ -193,7 +193,8 @@ impl ClaimOutcome {
 ///    (`claim_path: "mcp_claim"`) is appended to `chain` first, and its `prev_chain_digest`
 ///    becomes `chainHead`. The caller persists [`ClaimOutcome::rows`].
 /// 3. For a refusal nothing is written: `taskId` is empty and `chainHead` is the chain's
-///    current recovered head.
+///    state head, its newest entry that is not a call anchor
+///    ([`super::receipt::refusal_chain_head`]).
 ///
 /// `backlogHead` is taken over the post-claim rows without `claimed_at`, so the same snapshot,
 /// claimer and filter give a byte-identical `receiptHash` whenever the claim happens.
@@ -217,7 +218,7 @@ pub fn issue_claim_receipt(
             request.fingerprint(),
             backlog_head(entries),
             filter_digest,
-            chain.recovered_head(),
+            super::receipt::refusal_chain_head(chain),
         )
         .signed(signer);
         return Ok(ClaimOutcome {
