@@ -3,9 +3,17 @@
 //!
 //! A handle is not server state: its status is a fold of the run journal
 //! ([`project_task_status`]), its `journalHead` is the journal's last `event_hash` (read without
-//! verifying the journal, as the reference does), and it embeds the audit-chain head the caller
-//! read. `receiptHash` digests all of that, so a forged status or head fails
-//! [`verify_handle`].
+//! verifying the journal, as the reference does), and it embeds an audit-chain head.
+//! `receiptHash` digests all of that, so a forged status or head fails [`verify_handle`].
+//!
+//! # The run's chain head, the seal, and verifying in a busy project
+//!
+//! [`poll_run_handle`] embeds the *run's* chain head ([`run_chain_head`]): the newest audit
+//! entry naming the run, so call anchors never move it and two polls of an unchanged run are
+//! byte-identical (the reference embeds the newest segment's last line instead; this is a
+//! deliberate departure from its bytes). A run that ended is sealed by an `mcp.task_handle`
+//! entry ([`seal_terminal_run`]), which then is its chain head, and [`verify_handle_chain`]
+//! checks a handle against the chain however much was appended after it.
 //!
 //! # Resolving a polled identifier
 //!
