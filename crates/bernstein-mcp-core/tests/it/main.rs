@@ -5,5 +5,6 @@ mod anchoring;
 mod claims;
 mod handles;
 mod protocol;
+mod remote_tasks;
 mod support;
 mod tasks;
