@@ -265,3 +265,23 @@ async fn a_task_finished_outside_mcp_reads_terminal_and_concurrent_pollers_write
     assert_eq!(remote.seals("t-7").len(), 1, "one seal");
     assert!(remote.verifies(&handles[0]));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_approval_to_done_journals_and_seals() {
+    let remote = Remote::new(vec![task("t-9", "pending_approval", None)]).await;
+    let ctx = remote.ctx();
+    let answer = remote
+        .call(
+            &ctx,
+            "bernstein_approve",
+            json!({"task_id": "t-9", "note": "looks right"}),
+        )
+        .await;
+    assert_eq!(answer["status"], "done", "{answer}");
+    assert_eq!(remote.rows("t-9"), ["task_completed"]);
+    let seals = remote.seals("t-9");
+    assert_eq!(seals.len(), 1);
+    let handle = remote.poll(&ctx, "t-9").await;
+    assert_eq!(handle["chainHead"], seals[0].as_str());
+    assert!(remote.verifies(&handle));
+}
