@@ -310,3 +310,16 @@ proptest! {
         });
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_cancel_seals_the_run_before_it_answers() {
+    let project = Project::new();
+    let id = run(&project, "cancel me from the host").await;
+    let cancelled = project.result("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let seals = seals_of(&project, &format!("task-{id}"));
+    assert_eq!(seals.len(), 1);
+    let handle = poll(&project, &id).await;
+    assert_eq!(handle_field(&handle, "chainHead"), seals[0].hmac);
+    assert!(verify(&project, &handle).verified());
+}
