@@ -332,32 +332,42 @@ pub fn poll_run_handle(
     sealer: Option<&AuditChain>,
 ) -> Result<(RunHandle, ResolvedRun)> {
     let resolved = resolve_run_journal(project_root, id)?;
+    let audit_dir = project_root.join(".sdd").join("audit");
     let mut rows = load_journal(&resolved.journal_path)?.rows;
+    // One catch-up of the index per poll: the seal check and the head read the same state.
+    let mut heads = run_heads(&audit_dir, &resolved.run_id)?;
     if let Some(chain) = sealer
         && project_task_status(&rows).is_terminal()
         && let Some(task_id) = task_id_of_run(&resolved.run_id)
-        && !is_sealed(chain.dir(), &resolved.run_id, &rows)?
-        && let SealOutcome::Sealed(_) = seal_terminal_run(project_root, chain, task_id)?
+        && !binds(heads.last_seal.as_ref(), &rows)
     {
+        // Whatever the outcome (sealed here, or by another poller meanwhile), the chain and
+        // journal moved since they were read: read both again.
+        seal_terminal_run(project_root, chain, task_id)?;
         rows = load_journal(&resolved.journal_path)?.rows;
+        heads = run_heads(&audit_dir, &resolved.run_id)?;
     }
-    let chain_head = run_chain_head(project_root, &resolved.run_id)?;
+    let chain_head = heads.newest.map(|entry| entry.hmac).unwrap_or_default();
     let handle = RunHandle::from_journal(&resolved.run_id, &resolved.run_id, &rows, &chain_head);
     Ok((handle, resolved))
 }
 
-/// Whether the run's newest seal binds the status and head `rows` project (read without the
-/// journal lock: a quick check before [`seal_terminal_run`] re-checks under it).
-fn is_sealed(audit_dir: &Path, run_id: &str, rows: &[Object]) -> Result<bool> {
-    let heads = head_index::shared(audit_dir)
+/// What the process-wide index knows about `run_id` after catching up.
+fn run_heads(audit_dir: &Path, run_id: &str) -> Result<head_index::RunHeads> {
+    head_index::shared(audit_dir)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .run(run_id)
-        .map_err(|err| Error::io("read", audit_dir, err))?;
-    Ok(heads.last_seal.is_some_and(|seal| {
+        .map_err(|err| Error::io("read", audit_dir, err))
+}
+
+/// Whether `seal` binds the status and head `rows` project (checked without the journal lock:
+/// a quick test before [`seal_terminal_run`] re-checks under it).
+fn binds(seal: Option<&head_index::IndexedEntry>, rows: &[Object]) -> bool {
+    seal.is_some_and(|seal| {
         seal.status.as_deref() == Some(project_task_status(rows).as_str())
             && seal.journal_head.as_deref() == Some(journal_head(rows).as_str())
-    }))
+    })
 }
 
 /// A handle as a client presents it: the fields plus the digests it states.

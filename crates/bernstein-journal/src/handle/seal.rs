@@ -27,16 +27,13 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::PoisonError;
 
 use bernstein_protocol::pyjson::{Object, Value};
 
 use super::{RunHandle, TaskStatus, project_task_status};
-use crate::audit::head_index::{self, EVENT_TASK_HANDLE};
+use crate::audit::head_index::EVENT_TASK_HANDLE;
 use crate::audit::{AppendedRecord, AuditChain, AuditEvent, Timestamp};
-use crate::run_journal::{
-    HashProfile, JournalWriter, journal_head, load_journal, run_journal_path, task_run_id,
-};
+use crate::run_journal::{HashProfile, JournalWriter, load_journal, run_journal_path, task_run_id};
 use crate::{Error, Result};
 
 /// The actor, resource type of a seal entry.
@@ -135,19 +132,12 @@ pub fn seal_terminal_run_at(
         return Ok(SealOutcome::NotTerminal);
     };
     let rows = load_journal(&path)?.rows;
-    let status = project_task_status(&rows);
-    if !status.is_terminal() {
+    if !project_task_status(&rows).is_terminal() {
         return Ok(SealOutcome::NotTerminal);
     }
-    let journal = journal_head(&rows);
-    let heads = head_index::shared(chain.dir())
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .run(&run_id)
-        .map_err(|err| Error::io("read", chain.dir(), err))?;
+    let heads = super::run_heads(chain.dir(), &run_id)?;
     if let Some(seal) = &heads.last_seal
-        && seal.status.as_deref() == Some(status.as_str())
-        && seal.journal_head.as_deref() == Some(journal.as_str())
+        && super::binds(Some(seal), &rows)
     {
         return Ok(SealOutcome::AlreadySealed {
             hmac: seal.hmac.clone(),
