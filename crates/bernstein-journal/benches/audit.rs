@@ -3,6 +3,9 @@
 //!
 //! * verify throughput on a 100 000-entry chain (entries/s), streaming;
 //! * append latency with fsync (each append is durable before it returns);
+//! * the cost of a run-handle poll's chain-head lookup (`audit::head_index`) on the 100 000-entry
+//!   chain and on a 10-entry chain, each poll after one more anchored call, and the one-off
+//!   index build per process;
 //!
 //! When the reference implementation is installed (`BERNSTEIN_PY` names its interpreter), the same
 //! chain is verified and the same number of appends is made by Bernstein 3.23 in the same run, and
@@ -61,6 +64,15 @@ fn main() {
         println!("verify  ratio         : {:>12.1}x", ours_rate / rate);
     }
 
+    let small_dir = scratch.path().join("small");
+    write_chain(&small_dir, &key, 10);
+    let large = poll_cost(&chain_dir, &key, CHAIN_ENTRIES);
+    let small = poll_cost(&small_dir, &key, 10);
+    println!(
+        "poll    head ratio    : {:>12.2}x (100 000-entry / 10-entry chain, per poll)",
+        large.as_secs_f64() / small.as_secs_f64()
+    );
+
     let append_dir = scratch.path().join("append");
     let chain = AuditChain::open(&append_dir, key.clone());
     let mut latencies = Vec::with_capacity(APPENDS);
@@ -99,6 +111,41 @@ fn main() {
     } else {
         println!("(reference not measured: set BERNSTEIN_PY to the oracle's python to compare)");
     }
+}
+
+/// Polls a run's chain head through one index, as a server does: each poll follows one new
+/// anchored call (appended untimed). Prints the one-off build and the mean poll; returns it.
+fn poll_cost(dir: &Path, key: &AuditKey, entries: u64) -> Duration {
+    const POLLS: u32 = 200;
+    let chain = AuditChain::open(dir, key.clone());
+    let mut index = audit::head_index::RunHeadIndex::new(dir);
+    let started = Instant::now();
+    let head = index.run_head("task-t-5").expect("index");
+    let build = started.elapsed();
+    assert!(!head.is_empty(), "the polled run has an entry");
+    let mut total = Duration::ZERO;
+    for n in 0..POLLS {
+        let anchor = AuditEvent::new(
+            "mcp.stateless_call",
+            "mcp_stateless_core",
+            "mcp_stateless_call",
+            format!("span{n}"),
+            Object::new()
+                .with("run_id", "mcp-calls")
+                .with("call_index", i64::from(n)),
+        );
+        chain.append(&anchor).expect("append");
+        let started = Instant::now();
+        let polled = index.run_head("task-t-5").expect("poll");
+        total += started.elapsed();
+        assert_eq!(polled, head, "anchors never move the run's head");
+    }
+    let mean = total / POLLS;
+    println!(
+        "poll    {entries:>6}-entry chain: mean {mean:.2?} per poll ({POLLS} polls, one anchor \
+         before each); index build {build:.2?} once per process"
+    );
+    mean
 }
 
 fn best_of(n: usize, mut f: impl FnMut() -> Duration) -> Duration {

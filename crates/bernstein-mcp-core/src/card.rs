@@ -25,12 +25,13 @@ pub struct ServerIdentity {
 }
 
 impl Default for ServerIdentity {
-    /// The identity of the Bernstein release whose surface this server implements, so hosts
-    /// that key behaviour on `serverInfo` treat it as the server it replaces.
+    /// This server's own identity: the name `bernstein`, which hosts key their configuration
+    /// and tool-name prefixes on (renaming it would orphan existing host setups), and this
+    /// crate's version, not the version of the Python package whose surface it implements.
     fn default() -> ServerIdentity {
         ServerIdentity {
             name: "bernstein".to_owned(),
-            version: "3.23.0".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
             repo_url: "https://github.com/sipyourdrink-ltd/bernstein".to_owned(),
         }
     }

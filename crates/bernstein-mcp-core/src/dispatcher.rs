@@ -1128,7 +1128,16 @@ impl Dispatcher {
                     )));
                 }
             }
-            bernstein_tools::CancelAnswer::Cancelled { .. } => {}
+            bernstein_tools::CancelAnswer::Cancelled { .. } => {
+                self.shared
+                    .backend
+                    .record_settled(
+                        &self.shared.workdir,
+                        &task_id,
+                        bernstein_tools::Settled::Cancellation,
+                    )
+                    .await;
+            }
         }
         let view = tasks::project(&self.shared.backend, &self.shared.workdir, &task_id).await?;
         Ok(match request.era {

@@ -6,9 +6,10 @@
 //! * the run journal of the task (`task_run_id(task_id)`): its status fold (the run handle's
 //!   projection) is the task's status;
 //! * the task store (embedded or remote): timestamps, the result summary, and termination. When
-//!   the store has already settled a task (done, failed, cancelled) but no orchestrator wrote
-//!   the matching journal event, the store's terminal state wins, so `tasks/cancel` is visible
-//!   at once.
+//!   the store has already settled a task (done, failed, cancelled) but the journal lacks the
+//!   matching event, the poll journals and seals it ([`bernstein_tools::Backend::poll_run`], the
+//!   same poll `bernstein_run_status` serves, so both report one status); should that write
+//!   fail, the store's terminal state still wins, so `tasks/cancel` is visible at once.
 //!
 //! The task id is the Bernstein task id `bernstein_run` returned (the id its run journal is
 //! derived from), without the reference's `:<journal head>` suffix: a task id that changed
@@ -23,8 +24,8 @@
 
 use std::path::Path;
 
-use bernstein_journal::audit::{self, Timestamp};
-use bernstein_journal::handle::{self, RunHandle, TaskStatus as RunStatus};
+use bernstein_journal::audit::Timestamp;
+use bernstein_journal::handle::{RunHandle, TaskStatus as RunStatus};
 use bernstein_protocol::pyjson::{Object, Value as PyValue};
 use bernstein_tools::{Backend, Catalogue};
 use rmcp::model::{Task, TaskStatus};
@@ -200,10 +201,21 @@ pub(crate) async fn project(
         .get_task(task_id)
         .await
         .map_err(|err| lookup_error(task_id, &err))?;
-    let chain_head = audit::keyless_newest_segment_head(&workdir.join(".sdd").join("audit"));
-    let run_handle = handle::project_run_handle(workdir, task_id, &chain_head).map_err(|err| {
+    // The same poll `bernstein_run_status` serves (journal fold, run chain head, and the
+    // store's terminal status journalled and sealed when the journal lags), so `tasks/get` and
+    // the tool agree on the status of one task on both backends.
+    let (run_handle, _) = backend.poll_run(workdir, task_id).await.map_err(|err| {
         RpcError::invalid_params(format!("task {task_id} has no usable run journal: {err}"))
     })?;
+    let row = if run_handle.is_terminal() {
+        row
+    } else {
+        // The poll may have settled the task meanwhile; re-read so both views are of one moment.
+        backend
+            .get_task(task_id)
+            .await
+            .map_err(|err| lookup_error(task_id, &err))?
+    };
     let store_status = row
         .get("status")
         .and_then(PyValue::as_str)

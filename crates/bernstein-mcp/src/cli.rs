@@ -189,7 +189,10 @@ pub(crate) struct AuditVerifyArgs {
 pub(crate) enum JournalCommand {
     /// Verify the hash chain of `<workdir>/.sdd/runs/<RUN_ID>/journal.jsonl`.
     Verify(JournalVerifyArgs),
-    /// Print the run handle exactly as `bernstein_run_status` returns it with the cost meter off.
+    /// Print the run handle exactly as `bernstein_run_status` returns it with the cost meter off,
+    /// or with `--verify` check it against the journal and the audit chain. Exit status with
+    /// `--verify`: 0 when the handle verifies (stale or not), 1 when it does not, 2 on a usage
+    /// or setup error (an unknown run, an id that is not one plain path component, no key).
     Handle(JournalHandleArgs),
 }
 
@@ -210,6 +213,21 @@ pub(crate) struct JournalHandleArgs {
     pub(crate) run_or_task_id: String,
     #[command(flatten)]
     pub(crate) project: ProjectArgs,
+    /// Verify the handle: the chain verifies, the entry at chainHead names the run (and, for a
+    /// seal, states the handle's status and journal head), the status, journal head and
+    /// receiptHash re-project; reports whether later entries name the run.
+    #[arg(long)]
+    pub(crate) verify: bool,
+    /// With --verify: check this saved handle (a `bernstein_run_status` body, with or without
+    /// the meter envelope) instead of the one projected now.
+    #[arg(long, value_name = "FILE", requires = "verify")]
+    pub(crate) handle: Option<PathBuf>,
+    /// With --verify: the audit key file (default search path as for `audit verify`).
+    #[arg(long, value_name = "F", requires = "verify")]
+    pub(crate) key_file: Option<PathBuf>,
+    /// With --verify: print one JSON object on stdout instead of the human report.
+    #[arg(long, requires = "verify")]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -72,13 +72,132 @@ pub(crate) fn journal_verify(args: JournalVerifyArgs) -> anyhow::Result<Outcome>
 
 pub(crate) fn journal_handle(args: JournalHandleArgs) -> anyhow::Result<Outcome> {
     let root = &args.project.workdir;
-    let sdd = sdd_dir(root)?;
-    // `bernstein_run_status` embeds reading 2 of the chain head: the newest live segment's last
-    // hmac-bearing line, without a MAC check (so it needs no key).
-    let chain_head = audit::keyless_newest_segment_head(&sdd.join("audit"));
-    let handle = handle::project_run_handle(root, &args.run_or_task_id, &chain_head)?;
+    sdd_dir(root)?;
+    if args.verify {
+        return journal_handle_verify(&args).inspect_err(|err| {
+            // A script reading --json gets the refusal as data too (exit status 2 still).
+            if args.json {
+                let _ = print_json(&json!({
+                    "verified": false,
+                    "run_id": args.run_or_task_id,
+                    "error": format!("{err:#}"),
+                }));
+            }
+        });
+    }
+    // `bernstein_run_status` embeds the run's chain head: the newest audit entry naming the
+    // run, read without a MAC check (so it needs no key). Printing never seals.
+    let (handle, _) = handle::poll_run_handle(root, &args.run_or_task_id, None)?;
     print_text(&handle.render_run_status_body())?;
     Ok(Outcome::Verified)
+}
+
+fn journal_handle_verify(args: &JournalHandleArgs) -> anyhow::Result<Outcome> {
+    let root = &args.project.workdir;
+    let id = &args.run_or_task_id;
+    let presented = match &args.handle {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the handle {}", path.display()))?;
+            let value = PyValue::parse(&text)
+                .map_err(|e| anyhow::anyhow!("the handle {} is not JSON: {e}", path.display()))?;
+            handle::PresentedHandle::from_wire(&value)?
+        }
+        None => {
+            let resolved = handle::resolve_run_journal(root, id)?;
+            anyhow::ensure!(
+                resolved.resolution.journal_exists(),
+                "unknown run {id:?}: no run journal under {}",
+                root.join(".sdd").join("runs").display()
+            );
+            let (projected, _) = handle::poll_run_handle(root, id, None)?;
+            handle::PresentedHandle::from_wire(&PyValue::Object(projected.to_wire_object()))?
+        }
+    };
+    let key = load_audit_key(args.key_file.clone())?;
+    let report = handle::verify_handle_chain(root, &key, &presented)?;
+    if args.json {
+        print_json(&handle_report_json(&report))?;
+    } else {
+        print_text(&handle_report_text(&report))?;
+    }
+    Ok(if report.verified() {
+        Outcome::Verified
+    } else {
+        Outcome::Failed
+    })
+}
+
+/// `{verified, stale, run_id, status, journal_head, chain_head, chain_head_entry,
+/// later_entries, seals, chain: {ok, entries, verified_entries}, problems}`.
+pub(crate) fn handle_report_json(report: &handle::HandleChainReport) -> Value {
+    let h = &report.handle;
+    json!({
+        "verified": report.verified(),
+        "stale": report.stale(),
+        "run_id": h.run_id,
+        "status": h.status.as_str(),
+        "journal_head": h.journal_head,
+        "chain_head": h.chain_head,
+        "chain_head_entry": report.chain_head_entry.as_ref().map(|e| json!({
+            "segment": e.segment,
+            "line": e.line,
+            "event_type": e.event_type,
+            "seal": e.seal,
+        })),
+        "later_entries": report.later_entries,
+        "seals": report.seals,
+        "chain": {
+            "ok": report.chain.ok(),
+            "entries": report.chain.entries,
+            "verified_entries": report.chain.verified_entries,
+        },
+        "problems": report.problems,
+    })
+}
+
+fn handle_report_text(report: &handle::HandleChainReport) -> String {
+    let h = &report.handle;
+    let verdict = if report.verified() { "OK" } else { "FAILED" };
+    let mut out = format!(
+        "run handle {}: {verdict} (status {}, journal head {}, chain head {})\n",
+        h.run_id,
+        h.status,
+        if h.journal_head.is_empty() {
+            "-"
+        } else {
+            &h.journal_head
+        },
+        if h.chain_head.is_empty() {
+            "-"
+        } else {
+            &h.chain_head
+        },
+    );
+    if let Some(entry) = &report.chain_head_entry {
+        out.push_str(&format!(
+            "  chain head entry: {}:{} {}{}\n",
+            entry.segment,
+            entry.line,
+            entry.event_type,
+            if entry.seal { " (terminal seal)" } else { "" }
+        ));
+    }
+    if report.stale() {
+        out.push_str(&format!(
+            "  stale: {} later audit entr{} name the run\n",
+            report.later_entries,
+            if report.later_entries == 1 {
+                "y"
+            } else {
+                "ies"
+            }
+        ));
+    }
+    for problem in &report.problems {
+        out.push_str(&format!("  problem: {problem}\n"));
+    }
+    out
 }
 
 fn finding_json(f: &Finding) -> Value {

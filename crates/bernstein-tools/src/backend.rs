@@ -32,6 +32,7 @@ use bernstein_journal::claim::{
     normalised_rows, read_backlog,
 };
 use bernstein_journal::dlp::{DlpMode, RedactionContext};
+use bernstein_journal::handle;
 use bernstein_journal::identity::SigningIdentity;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::mailbox::{
@@ -497,9 +498,7 @@ impl Backend {
                 // in step with its task log, and the store adopts a granted claim before we
                 // answer: a stale backlog can never grant a task twice.
                 let outcome = run_blocking(move || {
-                    store.claim_through_backlog(|| {
-                        claim_in_project(&root, key, &request, None)
-                    })
+                    store.claim_through_backlog(|| claim_in_project(&root, key, &request, None))
                 })
                 .await???;
                 // The embedded store rewrites the backlog file whenever its tasks change, so a
@@ -751,6 +750,241 @@ impl Backend {
             BackendKind::Embedded(_) => Err(administrative_unsupported()),
         }
     }
+}
+
+/// Which transition of this server ended runs (see [`Backend::record_settled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// A completion or an approval (or a completion refused as empty, which fails the task):
+    /// the task, and the ancestors the store completed with it.
+    Completion,
+    /// A cancel: the task and its cancelled descendants.
+    Cancellation,
+}
+
+/// The lifecycle event a task-store status settles a run with, when it is terminal.
+pub(crate) fn settled_event(store_status: &str) -> Option<&'static str> {
+    match store_status {
+        "done" | "closed" => Some("task_completed"),
+        "failed" | "abandoned" | "refused" => Some("task_failed"),
+        "cancelled" => Some("task_cancelled"),
+        _ => None,
+    }
+}
+
+impl Backend {
+    /// Records the end of the runs a transition of this server settled, before the tool
+    /// answers: for each task it ended, the lifecycle journal row (on the remote backend; the
+    /// embedded store appends its own rows) and then the run's terminal seal
+    /// ([`bernstein_journal::handle::seal_terminal_run`], when an audit key is configured).
+    ///
+    /// Both steps are exactly-once per run and run state, so the candidate set may be generous
+    /// (every ancestor after a completion, every descendant after a cancel): a task that did
+    /// not end is left alone. A failure is logged and left for the next poll, which journals
+    /// and seals whatever is missing: the transition itself has happened.
+    pub async fn record_settled(&self, project_root: &Path, task_id: &str, settled: Settled) {
+        let rows = match self.settled_candidates(task_id, settled).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(task_id, "could not list the runs a transition ended: {e}");
+                return;
+            }
+        };
+        for (id, row) in rows {
+            if let Err(e) = self.settle_run(project_root, &id, &row).await {
+                tracing::warn!(task_id = %id, "terminal journal row or seal not written: {e}");
+            }
+        }
+    }
+
+    /// Journals (on the remote backend) and seals the run of `task_id` when `row`, the task's
+    /// row in the store, is terminal. Returns whether a journal row or a seal was written.
+    ///
+    /// # Errors
+    ///
+    /// The journal's and the chain's errors.
+    pub async fn settle_run(
+        &self,
+        project_root: &Path,
+        task_id: &str,
+        row: &Object,
+    ) -> Result<bool, Error> {
+        let Some(event) = settled_event(&row_status(row)) else {
+            return Ok(false);
+        };
+        let journal = !self.is_embedded();
+        let chain = self
+            .audit_key
+            .clone()
+            .map(|key| AuditChain::open(project_root.join(".sdd").join("audit"), key));
+        let root = project_root.to_path_buf();
+        let id = task_id.to_owned();
+        let reason = row
+            .get("result_summary")
+            .and_then(Value::as_str)
+            .filter(|_| event != "task_completed")
+            .map(str::to_owned);
+        let payload = handle::lifecycle_payload(task_id, row, reason.as_deref());
+        run_blocking(move || -> Result<bool, Error> {
+            let mut wrote = false;
+            // The embedded store journals its own transitions; a row missing there (a crash
+            // between the task log and the journal) is filled in the same way.
+            if journal || !handle::project_task_status(&load_task_rows(&root, &id)?).is_terminal() {
+                wrote |= handle::append_terminal_row(&root, &id, event, &payload)?;
+            }
+            if let Some(chain) = &chain {
+                wrote |= matches!(
+                    handle::seal_terminal_run(&root, chain, &id)?,
+                    handle::SealOutcome::Sealed(_)
+                );
+            }
+            Ok(wrote)
+        })
+        .await?
+    }
+
+    /// A poll of run `id` under `project_root` (`bernstein_run_status`, `tasks/get`): the run
+    /// handle, with the run's chain head, after settling what the task store already settled.
+    ///
+    /// When the journal does not fold to a terminal status but the task store (either
+    /// backend) reports the run's task `done`, `failed` or `cancelled` (finished through the
+    /// bernstein CLI, REST, or another instance), the matching lifecycle row and the seal are
+    /// appended first, exactly once across processes, so a host's poll loop always ends. A
+    /// terminal run that is not sealed yet is sealed. Settling is best effort: a failure is
+    /// logged and the handle projects what the journal holds.
+    ///
+    /// # Errors
+    ///
+    /// The journal's refusal of the id ([`bernstein_journal::Error::InvalidRunId`],
+    /// [`bernstein_journal::Error::Containment`]) or a read failure.
+    pub async fn poll_run(
+        &self,
+        project_root: &Path,
+        id: &str,
+    ) -> Result<(handle::RunHandle, handle::ResolvedRun), bernstein_journal::Error> {
+        let poll = || {
+            let root = project_root.to_path_buf();
+            let id = id.to_owned();
+            let sealer = self
+                .audit_key
+                .clone()
+                .map(|key| AuditChain::open(root.join(".sdd").join("audit"), key));
+            run_blocking(move || handle::poll_run_handle(&root, &id, sealer.as_ref()))
+        };
+        let joined = |e: Error| bernstein_journal::Error::Malformed {
+            what: "run poll",
+            reason: e.to_string(),
+        };
+        let (run_handle, resolved) = poll().await.map_err(joined)??;
+        if run_handle.is_terminal() {
+            return Ok((run_handle, resolved));
+        }
+        let Some(task_id) = handle::task_id_of_run(&resolved.run_id) else {
+            return Ok((run_handle, resolved));
+        };
+        let row = match self.get_task(task_id).await {
+            Ok(row) => row,
+            Err(e) => {
+                if !e.is_not_found() {
+                    tracing::debug!(task_id, "task store not consulted for the poll: {e}");
+                }
+                return Ok((run_handle, resolved));
+            }
+        };
+        if settled_event(&row_status(&row)).is_none() {
+            return Ok((run_handle, resolved));
+        }
+        // Another poller may have journalled it in between (then nothing is written here):
+        // either way the journal now ends, so project it again.
+        match self.settle_run(project_root, task_id, &row).await {
+            Ok(_) => poll().await.map_err(joined)?,
+            Err(e) => {
+                tracing::warn!(
+                    task_id,
+                    "could not journal the store's terminal status: {e}"
+                );
+                Ok((run_handle, resolved))
+            }
+        }
+    }
+
+    /// The tasks a transition may have ended, with their rows.
+    async fn settled_candidates(
+        &self,
+        task_id: &str,
+        settled: Settled,
+    ) -> Result<Vec<(String, Object)>, Error> {
+        let mut out = Vec::new();
+        match settled {
+            Settled::Completion => {
+                let mut seen = BTreeSet::new();
+                let mut current = Some(task_id.to_owned());
+                while let Some(id) = current.take() {
+                    if !seen.insert(id.clone()) {
+                        break;
+                    }
+                    let row = self.get_task(&id).await?;
+                    current = row
+                        .get("parent_task_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    let terminal = settled_event(&row_status(&row)).is_some();
+                    out.push((id, row));
+                    if !terminal {
+                        break;
+                    }
+                }
+            }
+            Settled::Cancellation => {
+                out.push((task_id.to_owned(), self.get_task(task_id).await?));
+                let cancelled = self.list_tasks(Some("cancelled")).await?;
+                for row in &cancelled {
+                    let Some(id) = row_id(row) else { continue };
+                    if id != task_id
+                        && descends_from(&cancelled, &id, task_id)
+                        && let Some(object) = row.as_object()
+                    {
+                        out.push((id, object.clone()));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The rows of the run journal of `task_id`, read tolerantly (empty when it does not exist).
+fn load_task_rows(root: &Path, task_id: &str) -> Result<Vec<Object>, Error> {
+    let run_id = bernstein_journal::run_journal::task_run_id(task_id);
+    Ok(bernstein_journal::run_journal::load_run_journal(root, &run_id)?.rows)
+}
+
+/// Whether `id` has `root` in its parent chain among `rows`.
+fn descends_from(rows: &[Value], id: &str, root: &str) -> bool {
+    let parents: HashMap<String, Option<String>> = rows
+        .iter()
+        .filter_map(|row| {
+            let object = row.as_object()?;
+            let id = object.get("id")?.as_str()?.to_owned();
+            let parent = object
+                .get("parent_task_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Some((id, parent))
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut current = parents.get(id).cloned().flatten();
+    while let Some(parent) = current {
+        if parent == root {
+            return true;
+        }
+        if !seen.insert(parent.clone()) {
+            return false;
+        }
+        current = parents.get(&parent).cloned().flatten();
+    }
+    false
 }
 
 fn administrative_unsupported() -> Error {

@@ -77,7 +77,7 @@ mod registry;
 mod spec;
 mod tools;
 
-pub use backend::{Backend, BackendKind, CancelAnswer, GateAnswer};
+pub use backend::{Backend, BackendKind, CancelAnswer, GateAnswer, Settled};
 pub use catalogue::Catalogue;
 pub use config::{Tier, ToolConfig, Validation};
 pub use context::{CallMeta, ProgressSink, ProgressTick, ToolContext};

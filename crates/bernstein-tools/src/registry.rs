@@ -164,7 +164,9 @@ pub(crate) const TOOLS: [ToolDef; 16] = [
         schema: schema!("bernstein_run_status"),
         structured: true,
         task_support: Some(TaskSupport::Forbidden),
-        annotations: hints(true, false, true, false),
+        // Not read-only: a poll journals and seals a run whose end is not recorded yet (once;
+        // the same poll again writes nothing, hence idempotent), and asks a task server.
+        annotations: hints(false, false, true, true),
         needs_lineage: false,
     },
     ToolDef {

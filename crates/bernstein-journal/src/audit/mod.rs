@@ -3,8 +3,9 @@
 //!
 //! * Writing: [`AuditChain::append`] appends scheme-2 records under the same cross-process
 //!   `flock` the reference uses (`.chain.lock`), so Rust and Python writers can share a chain.
-//! * Reading the head: [`keyless_newest_segment_head`] (what `bernstein_run_status` embeds) and
-//!   [`recovered_head`] (the MAC-valid head appenders chain onto).
+//! * Reading the head: [`keyless_newest_segment_head`] (the reference's poll reading),
+//!   [`recovered_head`] (the MAC-valid head appenders chain onto), and per run through
+//!   [`head_index`] (what `bernstein_run_status` embeds: the newest entry naming the run).
 //! * Searching from the end: [`newest_record_where`] (the newest valid record of a kind).
 //! * Verifying: [`verify`] streams every segment (archives first) and returns a
 //!   [`VerifyReport`] listing every hard error and every tear, with the reference's verdict;
@@ -16,6 +17,7 @@
 mod append;
 mod clock;
 mod head;
+pub mod head_index;
 mod record;
 mod report;
 mod search;

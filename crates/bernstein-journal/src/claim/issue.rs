@@ -193,7 +193,8 @@ impl ClaimOutcome {
 ///    (`claim_path: "mcp_claim"`) is appended to `chain` first, and its `prev_chain_digest`
 ///    becomes `chainHead`. The caller persists [`ClaimOutcome::rows`].
 /// 3. For a refusal nothing is written: `taskId` is empty and `chainHead` is the chain's
-///    current recovered head.
+///    state head, its newest entry that is not a call anchor
+///    ([`super::receipt::refusal_chain_head`]).
 ///
 /// `time` `None` takes one clock reading under the chain's append lock, for the record and
 /// `claimed_at` both; an explicit [`ClaimTime`] is for deterministic tests and replays.
@@ -224,7 +225,7 @@ pub fn issue_claim_receipt(
             request.fingerprint(),
             backlog_head(entries),
             filter_digest,
-            chain.recovered_head(),
+            super::receipt::refusal_chain_head(chain),
         )
         .signed(signer);
         return Ok(ClaimOutcome {

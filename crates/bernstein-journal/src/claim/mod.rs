@@ -47,6 +47,7 @@ pub use issue::{
 pub use receipt::{
     BACKLOG_SOURCE_TASK_STORE, ClaimReceipt, REFUSED_TASK_ID, UNREGISTERED_FINGERPRINT,
     WALL_CLOCK_FIELD, backlog_head, backlog_head_of_rows, backlog_head_preimage, normalised_rows,
+    refusal_chain_head,
 };
 pub use verify::{
     ClaimCheck, ClaimFinding, ClaimVerifyReport, verify_claim_receipt,

@@ -25,6 +25,30 @@ pub const BACKLOG_SOURCE_TASK_STORE: &str = "task_store";
 /// reprojects from the post-claim backlog whenever the claim happened.
 pub const WALL_CLOCK_FIELD: &str = "claimed_at";
 
+/// The `chainHead` a refusal is signed over: the chain's state head, the `hmac` of the newest
+/// entry that is not an `mcp.stateless_call` anchor ([`crate::audit::head_index`]), or genesis
+/// when there is none.
+///
+/// The reference signs a refusal over its cached chain head. Under call anchoring that is the
+/// refused call's own anchor, whose timestamp would put the wall clock into the pre-image: two
+/// refusals of one backlog snapshot, claimer and filter would never agree. Anchors record
+/// calls, not backlog or project state, so leaving them out makes a refusal replay
+/// byte-identically however many calls were anchored in between, and in two identical copies
+/// of a project. Nothing checks a refusal's `chainHead` against an entry (the reference's
+/// verifier only requires the chain to verify), so offline verification is unchanged.
+///
+/// A granted receipt keeps the reference's rule (the `prev_chain_digest` of its own
+/// `task.claim_receipt` event), because `verify_claim_receipt` looks that event up by it.
+pub fn refusal_chain_head(chain: &crate::audit::AuditChain) -> String {
+    match crate::audit::head_index::state_head(chain.dir()) {
+        Ok(head) if head.is_empty() => crate::audit::GENESIS_HMAC.to_owned(),
+        Ok(head) => head,
+        // The chain could not be listed or read: fall back to the recovered head, which
+        // is what the reference signs, rather than refusing a refusal.
+        Err(_) => chain.recovered_head(),
+    }
+}
+
 /// The PY-COMPACT-ASCII pre-image of `backlogHead` over raw rows: the rows in order, each
 /// without `claimed_at`.
 ///

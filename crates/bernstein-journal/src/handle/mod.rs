@@ -3,9 +3,17 @@
 //!
 //! A handle is not server state: its status is a fold of the run journal
 //! ([`project_task_status`]), its `journalHead` is the journal's last `event_hash` (read without
-//! verifying the journal, as the reference does), and it embeds the audit-chain head the caller
-//! read. `receiptHash` digests all of that, so a forged status or head fails
-//! [`verify_handle`].
+//! verifying the journal, as the reference does), and it embeds an audit-chain head.
+//! `receiptHash` digests all of that, so a forged status or head fails [`verify_handle`].
+//!
+//! # The run's chain head, the seal, and verifying in a busy project
+//!
+//! [`poll_run_handle`] embeds the *run's* chain head ([`run_chain_head`]): the newest audit
+//! entry naming the run, so call anchors never move it and two polls of an unchanged run are
+//! byte-identical (the reference embeds the newest segment's last line instead; this is a
+//! deliberate departure from its bytes). A run that ended is sealed by an `mcp.task_handle`
+//! entry ([`seal_terminal_run`]), which then is its chain head, and [`verify_handle_chain`]
+//! checks a handle against the chain however much was appended after it.
 //!
 //! # Resolving a polled identifier
 //!
@@ -29,12 +37,15 @@
 //! journal appears. The id as given must pass the journal barrier in every case, as in the
 //! reference ([`crate::Error::InvalidRunId`] / [`crate::Error::Containment`]).
 
+mod chain;
 mod evidence;
 mod ledger;
 mod progress;
+mod seal;
 mod status;
 mod wire;
 
+pub use chain::{ChainHeadEntry, HandleChainReport, verify_handle_chain};
 pub use evidence::read_evidence_counts;
 pub use ledger::read_ledger_task_state;
 pub use progress::{
@@ -42,9 +53,14 @@ pub use progress::{
     ProgressInputs, ProgressVector, fold_progress, is_terminal_phase, phase_ordinal,
     project_progress,
 };
+pub use seal::{
+    SEAL_ACTOR, SealOutcome, append_terminal_row, lifecycle_payload, seal_event, seal_terminal_run,
+    seal_terminal_run_at, terminal_event,
+};
 pub use status::{TaskStatus, project_events, project_task_status};
 pub use wire::render_indent2;
 
+use crate::audit::{AuditChain, head_index};
 use crate::crypto::sha256_hex;
 use crate::run_journal::{
     journal_head, load_journal, python_str_repr, run_journal_path, task_run_id,
@@ -278,6 +294,80 @@ pub fn project_run_handle(project_root: &Path, id: &str, chain_head: &str) -> Re
         &loaded.rows,
         chain_head,
     ))
+}
+
+/// The run's chain head: the `hmac` of the newest audit entry in `<project>/.sdd/audit` that
+/// names `run_id` (see [`crate::audit::head_index`]), `""` when none does.
+///
+/// # Errors
+///
+/// [`Error::Io`] when the chain's segments cannot be listed or read.
+pub fn run_chain_head(project_root: &Path, run_id: &str) -> Result<String> {
+    let audit_dir = project_root.join(".sdd").join("audit");
+    head_index::run_head(&audit_dir, run_id).map_err(|err| Error::io("read", &audit_dir, err))
+}
+
+/// The Bernstein task id whose run is `run_id` (`task-<id>` with `task_run_id(id) == run_id`).
+pub fn task_id_of_run(run_id: &str) -> Option<&str> {
+    run_id
+        .strip_prefix("task-")
+        .filter(|task| !task.is_empty() && task_run_id(task) == run_id)
+}
+
+/// `bernstein_run_status`'s projection as this server serves it: resolve `id`, read the
+/// journal tolerantly, and embed the run's chain head ([`run_chain_head`]), so two polls of an
+/// unchanged run are byte-identical however many other calls were anchored in between.
+///
+/// With `sealer`, a terminal run of a task whose newest seal does not bind the current status
+/// and journal head is sealed first ([`seal_terminal_run`]), so a host's terminal handle is
+/// always the sealed one, whoever ended the run.
+///
+/// # Errors
+///
+/// As [`resolve_run_journal`], plus [`Error::Io`] when the journal or the chain cannot be read
+/// and the chain's errors when a seal cannot be appended.
+pub fn poll_run_handle(
+    project_root: &Path,
+    id: &str,
+    sealer: Option<&AuditChain>,
+) -> Result<(RunHandle, ResolvedRun)> {
+    let resolved = resolve_run_journal(project_root, id)?;
+    let audit_dir = project_root.join(".sdd").join("audit");
+    let mut rows = load_journal(&resolved.journal_path)?.rows;
+    // One catch-up of the index per poll: the seal check and the head read the same state.
+    let mut heads = run_heads(&audit_dir, &resolved.run_id)?;
+    if let Some(chain) = sealer
+        && project_task_status(&rows).is_terminal()
+        && let Some(task_id) = task_id_of_run(&resolved.run_id)
+        && !binds(heads.last_seal.as_ref(), &rows)
+    {
+        // Whatever the outcome (sealed here, or by another poller meanwhile), the chain and
+        // journal moved since they were read: read both again.
+        seal_terminal_run(project_root, chain, task_id)?;
+        rows = load_journal(&resolved.journal_path)?.rows;
+        heads = run_heads(&audit_dir, &resolved.run_id)?;
+    }
+    let chain_head = heads.newest.map(|entry| entry.hmac).unwrap_or_default();
+    let handle = RunHandle::from_journal(&resolved.run_id, &resolved.run_id, &rows, &chain_head);
+    Ok((handle, resolved))
+}
+
+/// What the process-wide index knows about `run_id` after catching up.
+fn run_heads(audit_dir: &Path, run_id: &str) -> Result<head_index::RunHeads> {
+    head_index::shared(audit_dir)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .run(run_id)
+        .map_err(|err| Error::io("read", audit_dir, err))
+}
+
+/// Whether `seal` binds the status and head `rows` project (checked without the journal lock:
+/// a quick test before [`seal_terminal_run`] re-checks under it).
+fn binds(seal: Option<&head_index::IndexedEntry>, rows: &[Object]) -> bool {
+    seal.is_some_and(|seal| {
+        seal.status.as_deref() == Some(project_task_status(rows).as_str())
+            && seal.journal_head.as_deref() == Some(journal_head(rows).as_str())
+    })
 }
 
 /// A handle as a client presents it: the fields plus the digests it states.

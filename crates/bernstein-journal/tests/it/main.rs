@@ -7,6 +7,7 @@ mod audit_oracle;
 mod capsule;
 mod claim;
 mod dlp;
+mod handle_seal;
 mod lineage_log;
 mod mailbox;
 mod run_journal;

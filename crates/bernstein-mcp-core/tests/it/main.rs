@@ -3,7 +3,10 @@
 
 mod abandoned;
 mod anchoring;
+mod claims;
+mod handles;
 mod hostile;
 mod protocol;
+mod remote_tasks;
 mod support;
 mod tasks;

@@ -110,8 +110,31 @@
 //! * **Capacity.** The reference server refuses a 101st task in a tenant (429 `Tenant default
 //!   has reached max_tasks limit (100)`, an [`crate::Error::Remote`]); the embedded store has
 //!   no such cap.
-//! * **Evidence** (audit events, run-journal rows) is written by the server into its own
-//!   `.sdd/`, not by this process.
+//! * **Evidence** (audit events) is written by the server into its own `.sdd/`, not by this
+//!   client. The server writes no run-journal rows for task transitions, so on its own a run
+//!   handle polled over this backend would stay `working` for ever; see the next section.
+//!
+//! # Run journals and seals over this backend: what is journalled, and by whom
+//!
+//! This crate stays a plain HTTP client: it never writes the MCP server's project. The MCP
+//! layer (`bernstein_tools::Backend`) journals, in the MCP server's own `<workdir>/.sdd/`, what
+//! the run handle needs, with the same rows and seals the embedded store leads to:
+//!
+//! * **Transitions this server performs** (`bernstein_complete`, `bernstein_approve`,
+//!   `bernstein_cancel`, `tasks/cancel`): once the server has answered, the lifecycle row
+//!   (`task_completed`, `task_failed` or `task_cancelled`, payload `task_id, status,
+//!   task_version[, reason]`) is appended to `.sdd/runs/task-<id>/journal.jsonl` for the task
+//!   and, after a cancel, for each cancelled descendant; then each run gets its
+//!   `mcp.task_handle` seal (with an audit key). Both are fsynced before the tool answers.
+//! * **Transitions made elsewhere** (the bernstein CLI, REST, another MCP instance): a poll
+//!   (`bernstein_run_status`, `tasks/get`) whose journal fold is not terminal reads the task
+//!   (`GET /tasks/{id}`); when the server says `done`/`closed`, `failed`/`abandoned`/`refused`
+//!   or `cancelled`, the matching row and the seal are appended then.
+//!
+//! Both steps are re-checked under the run journal's lock (the row: "does the journal already
+//! hold a terminal row?"; the seal: "does the run's newest seal already bind this status and
+//! journal head?"), so any number of instances polling one task converge on one terminal row
+//! and one seal, and a host's poll loop always ends.
 
 mod api;
 mod client;

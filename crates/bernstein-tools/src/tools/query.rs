@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use bernstein_journal::audit::keyless_newest_segment_head;
-use bernstein_journal::handle::{RunHandle, project_progress, resolve_run_journal};
-use bernstein_journal::run_journal::{journal_barrier_message, load_journal, task_run_id};
+use bernstein_journal::handle::project_progress;
+use bernstein_journal::run_journal::{journal_barrier_message, task_run_id};
 use bernstein_protocol::pyjson::{Object, Value};
 use bernstein_tasks::remote::SubscribeOutcome;
 
@@ -282,53 +281,19 @@ pub(super) async fn run_status(
     }
     let base = workdir_path(ctx, arg_str(args, "workdir").unwrap_or("."));
     let base = std::fs::canonicalize(&base).unwrap_or(base);
-    let projected = tokio::task::spawn_blocking({
-        let base = base.clone();
-        let run_id = run_id.clone();
-        move || project(&base, &run_id)
-    })
-    .await;
-    let (handle, resolved) = match projected {
-        Ok(Ok(found)) => found,
-        Ok(Err(Projection::Barrier(message))) => {
-            return generic_error(message, "run_id must be a plain run identifier");
-        }
-        Ok(Err(Projection::Failed(message))) => {
-            return generic_error(message, "Run journal not found");
-        }
-        Err(join) => return generic_error(join, "Run journal not found"),
+    let (handle, resolved) = match ctx.backend.poll_run(&base, &run_id).await {
+        Ok((handle, resolved)) => (handle, resolved.run_id),
+        Err(e) => match journal_barrier_message(&run_id, &e) {
+            Some(message) => {
+                return generic_error(message, "run_id must be a plain run identifier");
+            }
+            None => return generic_error(e, "Run journal not found"),
+        },
     };
     if ticks {
         maybe_tick(cat, ctx, &base, &resolved).await;
     }
     handle.render_run_status_body()
-}
-
-enum Projection {
-    Barrier(String),
-    Failed(String),
-}
-
-/// Resolves the polled id and projects the handle from the run journal and the audit-chain
-/// head (the keyless reading of the newest segment, as the reference embeds it).
-fn project(base: &std::path::Path, run_id: &str) -> Result<(RunHandle, String), Projection> {
-    let resolved =
-        resolve_run_journal(base, run_id).map_err(|e| {
-            match journal_barrier_message(run_id, &e) {
-                Some(message) => Projection::Barrier(message),
-                None => Projection::Failed(e.to_string()),
-            }
-        })?;
-    let loaded =
-        load_journal(&resolved.journal_path).map_err(|e| Projection::Failed(e.to_string()))?;
-    let chain_head = keyless_newest_segment_head(&base.join(".sdd").join("audit"));
-    let handle = RunHandle::from_journal(
-        &resolved.run_id,
-        &resolved.run_id,
-        &loaded.rows,
-        &chain_head,
-    );
-    Ok((handle, resolved.run_id))
 }
 
 /// Sends a progress tick for the resolved run when the call carried a progress token and the

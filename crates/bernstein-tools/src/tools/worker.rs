@@ -8,7 +8,7 @@ use bernstein_gate::cancel::{cancelled, not_cancellable, unknown_task};
 use bernstein_protocol::pyjson::{Object, Value};
 
 use super::{SERVER_HINT, arg_i64, arg_str, generic_error, indent2, trace};
-use crate::backend::{CancelAnswer, GateAnswer};
+use crate::backend::{CancelAnswer, GateAnswer, Settled};
 use crate::context::ToolContext;
 
 fn answer(result: Result<Value, crate::Error>) -> String {
@@ -130,11 +130,16 @@ pub(super) async fn cancel(ctx: &ToolContext, args: &Object) -> String {
         Ok(CancelAnswer::Cancelled {
             row,
             cancelled_descendants,
-        }) => indent2(cancelled(
-            row.get("id").cloned().unwrap_or(Value::Null),
-            row.get("status").cloned().unwrap_or(Value::Null),
-            Some(cancelled_descendants),
-        )),
+        }) => {
+            ctx.backend
+                .record_settled(&ctx.workdir, task_id, Settled::Cancellation)
+                .await;
+            indent2(cancelled(
+                row.get("id").cloned().unwrap_or(Value::Null),
+                row.get("status").cloned().unwrap_or(Value::Null),
+                Some(cancelled_descendants),
+            ))
+        }
         Err(e) => generic_error(e, SERVER_HINT),
     }
 }
@@ -144,12 +149,17 @@ pub(super) async fn approve(ctx: &ToolContext, args: &Object) -> String {
     let task_id = arg_str(args, "task_id").unwrap_or("");
     let note = arg_str(args, "note").unwrap_or("Approved via MCP");
     match ctx.backend.approve_task(task_id, note).await {
-        Ok(GateAnswer::Passed { row, prior_status }) => indent2(approval_granted(
-            row.get("id").cloned().unwrap_or(Value::Null),
-            row.get("status").cloned().unwrap_or(Value::Null),
-            &prior_status,
-            row.get("result_summary").cloned().unwrap_or(Value::Null),
-        )),
+        Ok(GateAnswer::Passed { row, prior_status }) => {
+            ctx.backend
+                .record_settled(&ctx.workdir, task_id, Settled::Completion)
+                .await;
+            indent2(approval_granted(
+                row.get("id").cloned().unwrap_or(Value::Null),
+                row.get("status").cloned().unwrap_or(Value::Null),
+                &prior_status,
+                row.get("result_summary").cloned().unwrap_or(Value::Null),
+            ))
+        }
         Ok(GateAnswer::Refused { reported_status }) => {
             indent2(approval_refusal(task_id, &reported_status))
         }
@@ -162,11 +172,16 @@ pub(super) async fn complete(ctx: &ToolContext, args: &Object) -> String {
     let task_id = arg_str(args, "task_id").unwrap_or("");
     let summary = arg_str(args, "result_summary").unwrap_or("");
     match ctx.backend.complete_task(task_id, summary).await {
-        Ok(GateAnswer::Passed { row, .. }) => indent2(completion_done(
-            row.get("id").cloned().unwrap_or(Value::Null),
-            row.get("status").cloned().unwrap_or(Value::Null),
-            row.get("result_summary").cloned().unwrap_or(Value::Null),
-        )),
+        Ok(GateAnswer::Passed { row, .. }) => {
+            ctx.backend
+                .record_settled(&ctx.workdir, task_id, Settled::Completion)
+                .await;
+            indent2(completion_done(
+                row.get("id").cloned().unwrap_or(Value::Null),
+                row.get("status").cloned().unwrap_or(Value::Null),
+                row.get("result_summary").cloned().unwrap_or(Value::Null),
+            ))
+        }
         Ok(GateAnswer::Refused { reported_status }) => {
             indent2(completion_refusal(task_id, &reported_status))
         }

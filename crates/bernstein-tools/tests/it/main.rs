@@ -9,5 +9,6 @@ mod hostile_fs;
 mod listing;
 mod reference_replay;
 mod remote;
+mod remote_lifecycle;
 mod run_status;
 mod worker_loop;

@@ -1,0 +1,512 @@
+//! Per-run chain heads: for every run, the newest audit entry that names it, kept in step with
+//! the chain by reading only what was appended since the last look.
+//!
+//! A run handle embeds "the run's audit-chain head": the `hmac` of the newest entry that names
+//! the run. An entry names run `R` when its `details.run_id` is `R`, or when
+//! `task_run_id(details.task_id)` is `R`. An `mcp.stateless_call` anchor names only the
+//! anchoring run in its `details.run_id` (its other fields never name a run), so call anchoring
+//! never moves another run's head, and two polls of an unchanged run embed the same head.
+//!
+//! The same walk keeps the **state head**: the newest entry that is not an `mcp.stateless_call`
+//! anchor. Anchors record calls, not project state, so a value that should replay identically
+//! whatever was called in between (a refused claim receipt) embeds the state head.
+//!
+//! # Cost
+//!
+//! Scanning the chain on every poll would make a poll cost the size of the chain. A
+//! [`RunHeadIndex`] reads every segment once when it is built (archives, then live segments, the
+//! verifier's walk order) and afterwards only the bytes appended to the live segments since its
+//! last look, up to the last complete line. So after the first poll of a process, a poll costs a
+//! directory listing, a `stat` per live segment and the new bytes. It is rebuilt from scratch
+//! when a segment it read shrank or was replaced (its device and inode changed): what it read
+//! may no longer be there. A live segment that disappeared was archived (or removed); its
+//! entries are kept.
+//!
+//! Like reading 2 of the chain head (`FORMATS.md` §2.3), the index checks no MAC: it takes every
+//! canonical line that carries an `hmac`. Whether the chain verifies, and whether the entry a
+//! handle names is genuine, is for the verifier ([`crate::handle::verify_handle_seal`]).
+//!
+//! [`shared`] returns one index per audit directory for the whole process, so every call of a
+//! server shares the catch-up work.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use bernstein_protocol::pyjson::{Object, Value};
+
+use super::record::{parse_record_line, python_str};
+use super::segments::{LineReader, SegmentKind, archived_segments, live_segments, open_forward};
+use crate::run_journal::task_run_id;
+
+/// Event type of a call anchor, which names only its anchoring run.
+pub const EVENT_STATELESS_CALL: &str = "mcp.stateless_call";
+
+/// Event type of a run's terminal handle seal.
+pub const EVENT_TASK_HANDLE: &str = "mcp.task_handle";
+
+/// Where an entry sits in the walk order: archives before live segments, then segment name,
+/// then byte offset.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Position {
+    live: bool,
+    segment: String,
+    offset: u64,
+}
+
+/// An entry the index remembers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedEntry {
+    /// The entry's `hmac`.
+    pub hmac: String,
+    /// Its `event_type`.
+    pub event_type: String,
+    /// The segment file name it was read from.
+    pub segment: String,
+    /// Its byte offset in that segment (decompressed, for an archive).
+    pub offset: u64,
+    /// `details.status`, for a seal (`mcp.task_handle`).
+    pub status: Option<String>,
+    /// `details.journal_head`, for a seal.
+    pub journal_head: Option<String>,
+}
+
+impl IndexedEntry {
+    fn position(&self, live: bool) -> Position {
+        Position {
+            live,
+            segment: self.segment.clone(),
+            offset: self.offset,
+        }
+    }
+
+    /// Whether this entry is a terminal handle seal.
+    pub fn is_seal(&self) -> bool {
+        self.event_type == EVENT_TASK_HANDLE
+    }
+}
+
+/// What the index knows about one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunHeads {
+    /// The newest entry naming the run.
+    pub newest: Option<IndexedEntry>,
+    /// The newest seal (`mcp.task_handle`) of the run.
+    pub last_seal: Option<IndexedEntry>,
+    newest_live: bool,
+    seal_live: bool,
+}
+
+/// A live segment as far as the index has read it.
+#[derive(Debug, Clone)]
+struct ReadState {
+    /// End of the last complete line read.
+    read_to: u64,
+    /// `(device, inode)` when it was read.
+    identity: (u64, u64),
+}
+
+/// The per-run head index of one audit directory (see the module docs).
+#[derive(Debug)]
+pub struct RunHeadIndex {
+    dir: PathBuf,
+    built: bool,
+    live: HashMap<String, ReadState>,
+    runs: HashMap<String, RunHeads>,
+    state_head: Option<(Position, String)>,
+    bytes_read: u64,
+}
+
+impl RunHeadIndex {
+    /// An index of the chain in `audit_dir`. Nothing is read until the first query.
+    pub fn new(audit_dir: impl Into<PathBuf>) -> RunHeadIndex {
+        RunHeadIndex {
+            dir: audit_dir.into(),
+            built: false,
+            live: HashMap::new(),
+            runs: HashMap::new(),
+            state_head: None,
+            bytes_read: 0,
+        }
+    }
+
+    /// The audit directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Total segment bytes this index has read since it was created (for benchmarks and tests
+    /// that check a poll reads only what is new).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// Catches up with the chain: reads whatever was appended since the last call, or
+    /// everything when the index is new or must be rebuilt.
+    ///
+    /// # Errors
+    ///
+    /// The filesystem's errors listing or reading the segments (a missing audit directory is an
+    /// empty chain, not an error).
+    pub fn refresh(&mut self) -> io::Result<()> {
+        if !self.dir.is_dir() {
+            self.reset();
+            self.built = true;
+            return Ok(());
+        }
+        if !self.built {
+            return self.rebuild();
+        }
+        let segments = live_segments(&self.dir)?;
+        let mut pending = Vec::new();
+        for segment in &segments {
+            let meta = match std::fs::metadata(&segment.path) {
+                Ok(meta) => meta,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            let identity = (meta.dev(), meta.ino());
+            match self.live.get(&segment.name) {
+                Some(state) if state.identity != identity || meta.len() < state.read_to => {
+                    return self.rebuild();
+                }
+                Some(state) if meta.len() == state.read_to => {}
+                Some(state) => pending.push((segment.clone(), state.read_to)),
+                None => pending.push((segment.clone(), 0)),
+            }
+        }
+        for (segment, from) in pending {
+            self.read_live(&segment.name, &segment.path, from)?;
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.live.clear();
+        self.runs.clear();
+        self.state_head = None;
+    }
+
+    fn rebuild(&mut self) -> io::Result<()> {
+        self.reset();
+        self.built = true;
+        for segment in archived_segments(&self.dir)? {
+            debug_assert_eq!(segment.kind, SegmentKind::Archived);
+            let (reader, _) = match open_forward(&segment) {
+                Ok(opened) => opened,
+                // An unreadable archive is the verifier's finding; its entries stay unknown.
+                Err(_) => continue,
+            };
+            let mut lines = LineReader::new(reader);
+            // A corrupt gzip stream ends the archive where it breaks, as a reader can get.
+            while let Ok(Some(line)) = lines.next_line() {
+                self.bytes_read += line.len + u64::from(line.terminated);
+                if let Some(bytes) = line.bytes.as_deref() {
+                    self.observe(bytes, false, &segment.name, line.offset);
+                }
+            }
+        }
+        for segment in live_segments(&self.dir)? {
+            match self.read_live(&segment.name, &segment.path, 0) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the complete lines of a live segment from `from` on.
+    fn read_live(&mut self, name: &str, path: &Path, from: u64) -> io::Result<()> {
+        let mut file = File::open(path)?;
+        let meta = file.metadata()?;
+        let identity = (meta.dev(), meta.ino());
+        file.seek(SeekFrom::Start(from))?;
+        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, file));
+        let mut read_to = from;
+        while let Some(line) = lines.next_line()? {
+            if !line.terminated {
+                // A line still being written (or a torn tail): read it again once it ends.
+                break;
+            }
+            let offset = from + line.offset;
+            read_to = offset + line.len + 1;
+            self.bytes_read += line.len + 1;
+            if let Some(bytes) = line.bytes.as_deref() {
+                self.observe(bytes, true, name, offset);
+            }
+        }
+        self.live
+            .insert(name.to_owned(), ReadState { read_to, identity });
+        Ok(())
+    }
+
+    /// Takes one line into account.
+    fn observe(&mut self, bytes: &[u8], live: bool, segment: &str, offset: u64) {
+        if bytes.is_empty() {
+            return;
+        }
+        let Ok(parsed) = parse_record_line(bytes, false) else {
+            return;
+        };
+        let record = parsed.record;
+        let Some(hmac) = record.get("hmac").map(python_str) else {
+            return;
+        };
+        let event_type = record
+            .get("event_type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let position = Position {
+            live,
+            segment: segment.to_owned(),
+            offset,
+        };
+        let details = record.get("details").and_then(Value::as_object);
+        let is_seal = event_type == EVENT_TASK_HANDLE;
+        let entry = IndexedEntry {
+            hmac: hmac.clone(),
+            segment: segment.to_owned(),
+            offset,
+            status: is_seal
+                .then(|| details.and_then(|d| detail_str(d, "status")))
+                .flatten(),
+            journal_head: is_seal
+                .then(|| details.and_then(|d| detail_str(d, "journal_head")))
+                .flatten(),
+            event_type,
+        };
+        if entry.event_type != EVENT_STATELESS_CALL
+            && self
+                .state_head
+                .as_ref()
+                .is_none_or(|(at, _)| *at < position)
+        {
+            self.state_head = Some((position.clone(), hmac));
+        }
+        for run in named_runs(&entry.event_type, details) {
+            let heads = self.runs.entry(run).or_default();
+            if heads
+                .newest
+                .as_ref()
+                .is_none_or(|n| n.position(heads.newest_live) < position)
+            {
+                heads.newest = Some(entry.clone());
+                heads.newest_live = live;
+            }
+            if is_seal
+                && heads
+                    .last_seal
+                    .as_ref()
+                    .is_none_or(|s| s.position(heads.seal_live) < position)
+            {
+                heads.last_seal = Some(entry.clone());
+                heads.seal_live = live;
+            }
+        }
+    }
+
+    /// What the index knows about `run_id` after catching up.
+    ///
+    /// # Errors
+    ///
+    /// As [`RunHeadIndex::refresh`].
+    pub fn run(&mut self, run_id: &str) -> io::Result<RunHeads> {
+        self.refresh()?;
+        Ok(self.runs.get(run_id).cloned().unwrap_or_default())
+    }
+
+    /// The run's chain head: the `hmac` of the newest entry naming `run_id`, `""` when none
+    /// does.
+    ///
+    /// # Errors
+    ///
+    /// As [`RunHeadIndex::refresh`].
+    pub fn run_head(&mut self, run_id: &str) -> io::Result<String> {
+        Ok(self
+            .run(run_id)?
+            .newest
+            .map(|entry| entry.hmac)
+            .unwrap_or_default())
+    }
+
+    /// The state head: the `hmac` of the newest entry that is not an `mcp.stateless_call`
+    /// anchor, `""` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// As [`RunHeadIndex::refresh`].
+    pub fn state_head(&mut self) -> io::Result<String> {
+        self.refresh()?;
+        Ok(self
+            .state_head
+            .as_ref()
+            .map(|(_, hmac)| hmac.clone())
+            .unwrap_or_default())
+    }
+}
+
+fn detail_str(details: &Object, key: &str) -> Option<String> {
+    details.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The runs an entry names (see the module docs): at most two.
+pub fn named_runs(event_type: &str, details: Option<&Object>) -> Vec<String> {
+    let Some(details) = details else {
+        return Vec::new();
+    };
+    let mut runs = Vec::new();
+    if let Some(run) = details.get("run_id").and_then(Value::as_str) {
+        runs.push(run.to_owned());
+    }
+    if event_type != EVENT_STATELESS_CALL
+        && let Some(task) = details.get("task_id").and_then(Value::as_str)
+    {
+        let run = task_run_id(task);
+        if !runs.contains(&run) {
+            runs.push(run);
+        }
+    }
+    runs
+}
+
+/// The process-wide index of `audit_dir` (one per directory, created on first use).
+pub fn shared(audit_dir: &Path) -> Arc<Mutex<RunHeadIndex>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<RunHeadIndex>>>>> = OnceLock::new();
+    let key = std::fs::canonicalize(audit_dir).unwrap_or_else(|_| audit_dir.to_path_buf());
+    let mut registry = REGISTRY
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(
+        registry
+            .entry(key)
+            .or_insert_with(|| Arc::new(Mutex::new(RunHeadIndex::new(audit_dir)))),
+    )
+}
+
+/// The run head of `run_id` in `audit_dir` through the shared index.
+///
+/// # Errors
+///
+/// As [`RunHeadIndex::refresh`].
+pub fn run_head(audit_dir: &Path, run_id: &str) -> io::Result<String> {
+    shared(audit_dir)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .run_head(run_id)
+}
+
+/// The state head of `audit_dir` through the shared index.
+///
+/// # Errors
+///
+/// As [`RunHeadIndex::refresh`].
+pub fn state_head(audit_dir: &Path) -> io::Result<String> {
+    shared(audit_dir)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .state_head()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{AuditChain, AuditEvent, Timestamp};
+    use crate::key::AuditKey;
+    use std::io::Write;
+
+    fn chain(dir: &Path) -> AuditChain {
+        AuditChain::open(dir, AuditKey::from_master_bytes(b"k".repeat(64)))
+    }
+
+    fn event(event_type: &str, details: Object) -> AuditEvent {
+        AuditEvent::new(event_type, "t", "t", "r", details)
+    }
+
+    fn at(day: i64, n: i64) -> Timestamp {
+        Timestamp::from_unix_micros((1_796_000_000 + day * 86_400 + n) * 1_000_000).unwrap()
+    }
+
+    #[test]
+    fn heads_follow_the_newest_naming_entry_and_ignore_anchors() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = chain(dir.path());
+        let mut index = RunHeadIndex::new(dir.path());
+        assert_eq!(index.run_head("task-a").unwrap(), "");
+        let created = chain
+            .append_at(
+                &event("task.created", Object::new().with("task_id", "a")),
+                at(0, 1),
+            )
+            .unwrap();
+        let anchor = chain
+            .append_at(
+                &event(
+                    EVENT_STATELESS_CALL,
+                    Object::new()
+                        .with("run_id", "mcp-calls")
+                        .with("task_id", "a"),
+                ),
+                at(0, 2),
+            )
+            .unwrap();
+        assert_eq!(index.run_head("task-a").unwrap(), created.hmac);
+        assert_eq!(index.run_head("mcp-calls").unwrap(), anchor.hmac);
+        assert_eq!(index.state_head().unwrap(), created.hmac);
+        // A new day's segment is picked up incrementally; the older one is not re-read.
+        let read = index.bytes_read();
+        let message = chain
+            .append_at(
+                &event("task.mailbox_message", Object::new().with("task_id", "a")),
+                at(1, 1),
+            )
+            .unwrap();
+        assert_eq!(index.run_head("task-a").unwrap(), message.hmac);
+        assert_eq!(
+            index.bytes_read() - read,
+            message.line.len() as u64 + 1,
+            "only the new line was read"
+        );
+        // A fresh index over the same chain agrees.
+        let mut fresh = RunHeadIndex::new(dir.path());
+        assert_eq!(fresh.run_head("task-a").unwrap(), message.hmac);
+        assert_eq!(fresh.state_head().unwrap(), message.hmac);
+    }
+
+    #[test]
+    fn an_unterminated_tail_is_read_once_it_ends_and_a_rewritten_segment_rebuilds() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = chain(dir.path());
+        let first = chain
+            .append_at(&event("x", Object::new().with("run_id", "r")), at(0, 1))
+            .unwrap();
+        let mut index = RunHeadIndex::new(dir.path());
+        assert_eq!(index.run_head("r").unwrap(), first.hmac);
+        let second = chain
+            .append_at(&event("x", Object::new().with("run_id", "r")), at(0, 2))
+            .unwrap();
+        // Half of the second line is on disk: not taken yet.
+        let path = dir.path().join(&first.segment);
+        let full = std::fs::read(&path).unwrap();
+        let cut = full.len() - 10;
+        std::fs::write(&path, &full[..cut]).unwrap();
+        let mut fresh = RunHeadIndex::new(dir.path());
+        assert_eq!(fresh.run_head("r").unwrap(), first.hmac);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&full[cut..])
+            .unwrap();
+        assert_eq!(fresh.run_head("r").unwrap(), second.hmac);
+        // The segment shrinks (rewritten): the index rebuilds rather than trusting old offsets.
+        std::fs::write(&path, format!("{}\n", first.line)).unwrap();
+        assert_eq!(index.run_head("r").unwrap(), first.hmac);
+        assert_eq!(fresh.run_head("r").unwrap(), first.hmac);
+    }
+}

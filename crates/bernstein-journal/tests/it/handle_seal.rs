@@ -1,0 +1,218 @@
+//! A run handle before and after its terminal seal, in deterministic bytes, and the verifier's
+//! findings on a busy chain, an edited seal and a journal row removed after sealing.
+//!
+//! The handle's `chainHead` departs from the reference's bytes: the reference embeds the last
+//! line of the newest segment (reading 2); this server embeds the newest entry naming the run,
+//! so the snapshots below pin a `chainHead` that is the run's `task.created` entry and then its
+//! `mcp.task_handle` seal, although anchors of other calls come later in the chain.
+
+use bernstein_journal::audit::{AuditChain, AuditEvent, Timestamp};
+use bernstein_journal::handle::{
+    PresentedHandle, RunHandle, SealOutcome, poll_run_handle, seal_terminal_run_at,
+    verify_handle_chain,
+};
+use bernstein_journal::key::AuditKey;
+use bernstein_journal::run_journal::{HashProfile, JournalWriter};
+use bernstein_protocol::pyjson::{Object, Value};
+
+/// Recorded in the header of every snapshot that pins handle bytes.
+const DEPARTURE: &str = "chainHead departs from the reference's bytes: the reference embeds the \
+last hmac-bearing line of the newest audit segment (usually another call's anchor); this server \
+embeds the hmac of the newest entry naming the run (details.run_id, or task_run_id(details.task_id)), \
+and after a terminal transition that entry is the run's mcp.task_handle seal. Reason: polls of an \
+unchanged run must be byte-identical under call anchoring (docs/ARCHITECTURE.md, Run handles).";
+
+fn key() -> AuditKey {
+    AuditKey::from_master_bytes(b"0123456789abcdef".repeat(4))
+}
+
+fn at(n: i64) -> Timestamp {
+    Timestamp::from_unix_micros(1_796_003_208_000_000 + n * 1_000_000).unwrap()
+}
+
+fn anchor(chain: &AuditChain, index: i64, n: i64) {
+    chain
+        .append_at(
+            &AuditEvent::new(
+                "mcp.stateless_call",
+                "mcp_stateless_core",
+                "mcp_stateless_call",
+                format!("span{index}"),
+                Object::new()
+                    .with("run_id", "mcp-calls")
+                    .with("method", "tools/call")
+                    .with("call_index", index),
+            ),
+            at(n),
+        )
+        .unwrap();
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    chain: AuditChain,
+}
+
+impl Fixture {
+    fn root(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn poll(&self, id: &str) -> RunHandle {
+        poll_run_handle(self.root(), id, None).unwrap().0
+    }
+
+    fn verify(&self, handle: &RunHandle) -> bernstein_journal::handle::HandleChainReport {
+        let presented =
+            PresentedHandle::from_wire(&Value::Object(handle.to_wire_object())).unwrap();
+        verify_handle_chain(self.root(), &key(), &presented).unwrap()
+    }
+}
+
+/// A run `task-t-42` created, claimed and (with `complete`) completed and sealed, with call
+/// anchors of other calls between every step.
+fn fixture(complete: bool) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = AuditChain::open(dir.path().join(".sdd/audit"), key());
+    chain
+        .append_at(
+            &AuditEvent::new(
+                "task.created",
+                "task_server",
+                "task",
+                "t-42",
+                Object::new().with("task_id", "t-42").with("title", "t"),
+            ),
+            at(1),
+        )
+        .unwrap();
+    anchor(&chain, 0, 2);
+    let mut tick = 1_796_003_208.0;
+    let mut writer =
+        JournalWriter::open_with_clock(dir.path(), "task-t-42", HashProfile::PyJsonV1, move || {
+            tick += 0.5;
+            tick
+        })
+        .unwrap();
+    let row = |status: &str, version: i64| {
+        Object::new()
+            .with("task_id", "t-42")
+            .with("status", status)
+            .with("task_version", version)
+    };
+    writer.append("task_claimed", &row("claimed", 2)).unwrap();
+    anchor(&chain, 1, 3);
+    if complete {
+        writer.append("task_completed", &row("done", 3)).unwrap();
+        let sealed = seal_terminal_run_at(dir.path(), &chain, "t-42", Some(at(4))).unwrap();
+        assert!(matches!(sealed, SealOutcome::Sealed(_)));
+        anchor(&chain, 2, 5);
+    }
+    Fixture { dir, chain }
+}
+
+#[test]
+fn a_handle_before_its_seal() {
+    let fixture = fixture(false);
+    let by_task = fixture.poll("t-42");
+    assert_eq!(by_task, fixture.poll("task-t-42"));
+    insta::with_settings!({description => DEPARTURE}, {
+        insta::assert_snapshot!(by_task.render_run_status_body());
+    });
+    let report = fixture.verify(&by_task);
+    assert!(report.verified(), "{:?}", report.problems);
+    assert_eq!(report.chain_head_entry.unwrap().event_type, "task.created");
+}
+
+#[test]
+fn a_handle_after_its_seal_verifies_after_unrelated_appends() {
+    let fixture = fixture(true);
+    let handle = fixture.poll("t-42");
+    insta::with_settings!({description => DEPARTURE}, {
+        insta::assert_snapshot!(handle.render_run_status_body());
+    });
+    let report = fixture.verify(&handle);
+    assert!(report.verified(), "{:?}", report.problems);
+    assert!(report.chain_head_entry.as_ref().unwrap().seal);
+    assert_eq!(report.seals, 1);
+    for n in 0..50 {
+        anchor(&fixture.chain, 3 + n, 10 + n);
+    }
+    let later = fixture.verify(&handle);
+    assert!(later.verified(), "{:?}", later.problems);
+    assert!(!later.stale());
+    assert_eq!(fixture.poll("task-t-42"), handle, "the poll holds still");
+    // Sealing again is a no-op: the newest seal already binds this status and journal head.
+    assert!(matches!(
+        seal_terminal_run_at(fixture.root(), &fixture.chain, "t-42", Some(at(99))).unwrap(),
+        SealOutcome::AlreadySealed { .. }
+    ));
+}
+
+#[test]
+fn an_edited_seal_is_reported_at_that_entry() {
+    let fixture = fixture(true);
+    let handle = fixture.poll("t-42");
+    let segment = std::fs::read_dir(fixture.root().join(".sdd/audit"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&segment).unwrap();
+    let (line_no, _) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("mcp.task_handle"))
+        .unwrap();
+    let edited = text.replacen("\"status\": \"completed\"", "\"status\": \"failed\"", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&segment, edited).unwrap();
+    let report = fixture.verify(&handle);
+    assert!(!report.verified());
+    let name = segment.file_name().unwrap().to_str().unwrap();
+    let at_entry = format!("{name}:{}:", line_no + 1);
+    assert!(
+        report.problems.iter().any(|p| p.starts_with(&at_entry)),
+        "{at_entry} in {:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn a_journal_row_removed_after_sealing_is_named() {
+    let fixture = fixture(true);
+    let handle = fixture.poll("t-42");
+    let journal = fixture.root().join(".sdd/runs/task-t-42/journal.jsonl");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let first_row: String = text.lines().next().unwrap().to_owned() + "\n";
+    std::fs::write(&journal, first_row).unwrap();
+    let report = fixture.verify(&handle);
+    assert!(!report.verified());
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("status 'completed' does not match journal projection 'working'")),
+        "{:?}",
+        report.problems
+    );
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("journal_head does not match")),
+        "{:?}",
+        report.problems
+    );
+    // The poll now projects the journal as it stands, whose head differs from the seal's.
+    let now = fixture.poll("t-42");
+    let again = fixture.verify(&now);
+    assert!(
+        again
+            .problems
+            .iter()
+            .any(|p| p.contains("seal status \"completed\" differs")),
+        "{:?}",
+        again.problems
+    );
+}
