@@ -804,6 +804,13 @@ impl Dispatcher {
         self.card_text(SPEC_REVISION)
     }
 
+    /// `err` with the project root taken out of its message, so a remote client never learns
+    /// the host's layout from a failed read.
+    fn relative_error(&self, mut err: RpcError) -> RpcError {
+        err.message = bernstein_tools::relative_to_root(err.message, &self.shared.workdir);
+        err
+    }
+
     async fn read_resource(&self, request: &Request<'_>) -> Answer {
         let uri = request
             .param("uri")
@@ -823,7 +830,9 @@ impl Dispatcher {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos());
                 let log = LineageLog::for_project(&self.shared.workdir);
-                let body = on_blocking_pool(move || log.stats_resource_body(now_ns)).await?;
+                let body = on_blocking_pool(move || log.stats_resource_body(now_ns))
+                    .await
+                    .map_err(|err| self.relative_error(err))?;
                 return Ok(
                     json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": body}]}),
                 );
@@ -835,7 +844,9 @@ impl Dispatcher {
             {
                 let path = artefact[LINEAGE_ARTEFACT_PREFIX.len()..].to_owned();
                 let log = LineageLog::for_project(&self.shared.workdir);
-                let body = on_blocking_pool(move || log.artefact_resource_body(&path)).await?;
+                let body = on_blocking_pool(move || log.artefact_resource_body(&path))
+                    .await
+                    .map_err(|err| self.relative_error(err))?;
                 return Ok(
                     json!({"contents": [{"uri": uri, "mimeType": "application/x-ndjson", "text": body}]}),
                 );

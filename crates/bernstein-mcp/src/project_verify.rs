@@ -145,7 +145,6 @@ fn journals_section(root: &Path, audit_dir: &Path, key: &AuditKey) -> Section {
         }
     };
     section.present = !ids.is_empty();
-    let chain_head = audit::keyless_newest_segment_head(audit_dir);
     for run_id in ids {
         let mut run = Object::new();
         match run_journal::verify_run_journal(root, &run_id) {
@@ -168,8 +167,9 @@ fn journals_section(root: &Path, audit_dir: &Path, key: &AuditKey) -> Section {
                 run.insert("ok", false);
             }
         }
-        // The handle `bernstein_run_status` would return now, and whether it re-projects.
-        if let Ok(handle) = handle::project_run_handle(root, &run_id, &chain_head) {
+        // The handle `bernstein_run_status` would return now (its chain head is the run's own,
+        // from the head index), read without sealing: verification never writes.
+        if let Ok((handle, _)) = handle::poll_run_handle(root, &run_id, None) {
             run.insert("status", handle.status.as_str());
             run.insert("receipt_hash", handle.receipt_hash());
         }

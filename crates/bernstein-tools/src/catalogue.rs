@@ -375,13 +375,20 @@ fn relative_if(failed: bool, payload: String, root: &std::path::Path) -> String 
     if !failed {
         return payload;
     }
+    relative_to_root(payload, root)
+}
+
+/// `text` with the project root's absolute path taken out (both its configured and canonical
+/// spellings): paths under the root read relative to it, the root itself reads as `.`. Every
+/// error text a client can see goes through this, whichever part of the server produced it.
+pub fn relative_to_root(text: String, root: &std::path::Path) -> String {
     let mut roots = vec![root.to_path_buf()];
     if let Ok(canonical) = std::fs::canonicalize(root)
         && canonical != root
     {
         roots.push(canonical);
     }
-    let mut text = payload;
+    let mut text = text;
     for root in roots {
         let Some(root) = root.to_str().map(|r| r.trim_end_matches('/')) else {
             continue;

@@ -78,7 +78,7 @@ mod spec;
 mod tools;
 
 pub use backend::{Backend, BackendKind, CancelAnswer, GateAnswer, Settled};
-pub use catalogue::Catalogue;
+pub use catalogue::{Catalogue, relative_to_root};
 pub use config::{Tier, ToolConfig, Validation};
 pub use context::{CallMeta, ProgressSink, ProgressTick, ToolContext};
 pub use error::Error;

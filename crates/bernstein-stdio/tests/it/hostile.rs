@@ -366,6 +366,10 @@ async fn a_fifo_resource_is_refused_and_ping_is_still_answered() {
         assert_eq!(answer["error"]["code"], -32603, "{answer}");
         let message = answer["error"]["message"].as_str().unwrap();
         assert!(message.contains("not a regular file"), "{answer}");
+        // The error names the file relative to the project root, not the host's layout.
+        let root = session.dir.path().to_str().unwrap();
+        assert!(!message.contains(root), "{answer}");
+        assert!(message.contains(".sdd/lineage/log.jsonl"), "{answer}");
     }
     session.close_input().await;
     assert!(session.from_server.next_line().await.unwrap().is_none());
