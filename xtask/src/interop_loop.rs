@@ -4,15 +4,21 @@
 //! one loop: `bernstein_run` → `bernstein_claim` (a worker with the task's role) →
 //! `bernstein_post_message` → `bernstein_post_artifact` (a report posted by the claimer) →
 //! `bernstein_complete` → `bernstein_run_status`. Then the evidence the loop left is checked
-//! offline three ways: the reference's `verify_dir.py` (with the claim receipt and the run
-//! handle the tools returned, envelope stripped), our `bernstein-mcp verify`, and our
+//! offline four ways: the reference's `verify_dir.py` (with the claim receipt and the run
+//! handle the tools returned, envelope stripped), our `bernstein-mcp verify`, our
+//! `bernstein-mcp journal handle RUN --verify` on the handle, and our
 //! `bernstein-mcp audit calls mcp-calls` (the call order rebuilt from the chain alone).
 //!
-//! The loop runs twice: on the embedded task store, where the run status must read
-//! `completed`, and through the remote backend against a live `bernstein serve` sharing the
-//! project and its audit key. The second run reports every step whose observation differs
-//! from the first (the reference server, for one, settles the task without writing the
-//! `task_completed` row its own run-status fold reads, so that handle stays `working`).
+//! The reference's handle check `verify_handle_chain_head` compares a handle with the chain's
+//! current head, so a handle of ours, whose `chainHead` is the run's own head (its seal once it
+//! ended), fails it as soon as anything else is appended: that one check is a documented
+//! departure (ARCHITECTURE, "Run handles"). Every other reference check must pass, and our own
+//! `--verify` must accept the handle.
+//!
+//! The loop runs twice: on the embedded task store and through the remote backend against a
+//! live `bernstein serve` sharing the project and its audit key; both must end `completed`,
+//! because this server journals and seals the transitions it performs on either backend. The
+//! second run reports every step whose observation differs from the first.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -164,6 +170,20 @@ fn worker_loop(
         "bernstein-mcp verify",
         verify_project(binary, project, &receipts),
     );
+    for handle in &handles {
+        let mut verify_handle = Command::new(binary);
+        verify_handle
+            .args(["journal", "handle", &run_id, "--verify", "--workdir"])
+            .arg(&project.root)
+            .arg("--key-file")
+            .arg(&project.key)
+            .arg("--handle")
+            .arg(handle);
+        transcript.note(
+            "bernstein-mcp journal handle --verify",
+            exit_zero(&mut verify_handle, "bernstein-mcp journal handle --verify"),
+        );
+    }
     let mut calls = Command::new(binary);
     calls
         .args(["audit", "calls", "mcp-calls", "--workdir"])
@@ -241,9 +261,12 @@ fn reference_verdict(
                 .collect()
         })
         .unwrap_or_default();
+    let departs_on_chain_head = report
+        .get("handles")
+        .is_some_and(handles_depart_only_on_the_chain_head);
     let failing: Vec<String> = sections
         .iter()
-        .filter(|(_, ok)| !ok)
+        .filter(|(name, ok)| !ok && !(name.as_str() == "handles" && departs_on_chain_head))
         .map(|(name, _)| format!("{name}: {}", brief(&report[name.as_str()])))
         .collect();
     let counted = |section: &str, list: &str| {
@@ -254,7 +277,10 @@ fn reference_verdict(
     };
     let checked_receipts = counted("receipts", "receipts");
     let checked_handles = counted("handles", "handles");
-    if !finished.succeeded() || !failing.is_empty() {
+    // verify_dir.py exits 1 for the chain-head departure alone; that exit is accepted only
+    // when every failing check is that one.
+    let exit_accepted = finished.succeeded() || (departs_on_chain_head && failing.is_empty());
+    if !exit_accepted || !failing.is_empty() {
         return Err(format!(
             "verify_dir.py {}: {}",
             finished.describe_exit(),
@@ -268,10 +294,29 @@ fn reference_verdict(
             handles.len()
         ));
     }
+    let departure = if departs_on_chain_head {
+        " (verify_handle_chain_head departs by design: the handle carries the run's own head)"
+    } else {
+        ""
+    };
     Ok(format!(
-        "exit 0, {} sections ok, receipts checked: {checked_receipts}, handles checked: {checked_handles}",
-        sections.len()
+        "{}, {} sections ok, receipts checked: {checked_receipts}, handles checked: {checked_handles}{departure}",
+        finished.describe_exit(),
+        sections.iter().filter(|(_, ok)| *ok).count()
     ))
+}
+
+/// Whether every handle the reference checked passed everything but `verify_handle_chain_head`
+/// (the current-chain-head comparison our per-run chain head departs from on purpose).
+fn handles_depart_only_on_the_chain_head(section: &Value) -> bool {
+    let Some(handles) = section.get("handles").and_then(Value::as_object) else {
+        return false;
+    };
+    !handles.is_empty()
+        && handles.values().all(|handle| {
+            handle.get("receipt_hash_matches_wire") == Some(&Value::Bool(true))
+                && handle.pointer("/verify_handle/0") == Some(&Value::Bool(true))
+        })
 }
 
 /// The first line of an outcome, cut short: the full text was already reported.
@@ -387,5 +432,34 @@ impl Drop for LiveServe {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::handles_depart_only_on_the_chain_head;
+
+    #[test]
+    fn only_the_chain_head_comparison_is_excused() {
+        let section = |receipt_hash: bool, verify_handle: bool| {
+            json!({"ok": false, "handles": {"h.json": {
+                "ok": false,
+                "receipt_hash_matches_wire": receipt_hash,
+                "verify_handle": [verify_handle, null],
+                "verify_handle_chain_head": [false, "embedded chain_head does not match the audit chain head"],
+            }}})
+        };
+        assert!(handles_depart_only_on_the_chain_head(&section(true, true)));
+        assert!(!handles_depart_only_on_the_chain_head(&section(
+            false, true
+        )));
+        assert!(!handles_depart_only_on_the_chain_head(&section(
+            true, false
+        )));
+        assert!(!handles_depart_only_on_the_chain_head(
+            &json!({"ok": false, "handles": {}})
+        ));
     }
 }
