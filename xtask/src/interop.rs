@@ -439,8 +439,10 @@ fn backend_suite_passes_against_a_live_server(
                 "bernstein-tasks",
                 "--test",
                 "it",
-                "remote",
+                "remote::live_server",
                 "--",
+                "--exact",
+                "--ignored",
                 "--nocapture",
             ])
             .env("BERNSTEIN_REMOTE_URL", format!("http://127.0.0.1:{port}"))
