@@ -8,4 +8,5 @@ mod firewall;
 mod listing;
 mod remote;
 mod run_status;
+mod shutdown;
 mod worker_loop;
