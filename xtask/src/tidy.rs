@@ -240,7 +240,10 @@ mod tests {
             ("#[ignore = \"helper: run as a child process by x\"]", false),
             ("#[ignore = \"live server: run by .ci/run\"]", false),
             ("#[cfg_attr(miri, ignore)]", true),
-            ("  #[cfg_attr(not(target_os = \"linux\"), ignore = \"child process\")]", true),
+            (
+                "  #[cfg_attr(not(target_os = \"linux\"), ignore = \"child process\")]",
+                true,
+            ),
             ("#[cfg_attr(test, derive(Debug))]", false),
             ("// an ignore in a comment", false),
         ] {
