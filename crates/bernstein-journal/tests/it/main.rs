@@ -7,5 +7,6 @@ mod capsule;
 mod claim;
 mod lineage_log;
 mod mailbox;
+mod races;
 mod run_journal;
 mod support;
