@@ -261,11 +261,31 @@ fn concurrent_child() {
     };
     let store = EmbeddedStore::open(dir, Some(test_key())).unwrap();
     begin_acks();
+    // Both workers start together: each says it is ready, then waits for the parent's go-file.
+    ack("ready", &TaskId::parse("start").unwrap());
+    let go = Path::new(dir).join("go");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !go.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no go-file within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let claim = ClaimRequest {
         claimer: Some(worker.to_owned()),
         ..ClaimRequest::default()
     };
-    for id in shared.split(',').map(|id| TaskId::parse(id).unwrap()) {
+    let mut shared: Vec<TaskId> = shared
+        .split(',')
+        .map(|id| TaskId::parse(id).unwrap())
+        .collect();
+    // The second worker walks the tasks from the other end, so the two meet in the middle
+    // whatever their relative speed: each wins the tasks it reaches first and loses the rest.
+    if worker.ends_with("-b") {
+        shared.reverse();
+    }
+    for id in shared {
         match store.claim_task(&id, &claim) {
             Ok(_) => ack("won", &id),
             Err(Error::NotClaimable { .. }) => ack("lost", &id),
@@ -305,12 +325,38 @@ fn two_processes_mutating_concurrently_stay_consistent() {
             )
         })
         .collect();
+    let receivers: Vec<_> = children
+        .iter_mut()
+        .map(|(_, child)| read_acks(child))
+        .collect();
+    let ready = receivers.iter().all(|r| {
+        r.recv_timeout(Duration::from_secs(60))
+            .is_ok_and(|(kind, _)| kind == "ready")
+    });
+    if !ready {
+        for (_, child) in &mut children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("a worker never became ready");
+    }
+    std::fs::write(dir.path().join("go"), b"").unwrap();
     let mut outcomes: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    for (worker, child) in &mut children {
-        let receiver = read_acks(child);
+    for ((worker, child), receiver) in children.iter_mut().zip(receivers) {
         let status = child.wait().unwrap();
         assert!(status.success(), "{worker} failed: {status}");
         outcomes.insert(worker.clone(), receiver.iter().collect());
+    }
+
+    // The race happened: each worker won some shared tasks and lost others.
+    for (worker, acks) in &outcomes {
+        let count = |kind: &str| acks.iter().filter(|(k, _)| k == kind).count();
+        assert!(
+            count("won") >= 1 && count("lost") >= 1,
+            "{worker} won {} and lost {}: the workers did not race",
+            count("won"),
+            count("lost")
+        );
     }
 
     // Every shared task was won exactly once, by the worker the store names.
@@ -360,4 +406,25 @@ fn two_processes_mutating_concurrently_stay_consistent() {
     // One task.created per task and one claim receipt per granted claim (completions auto-claim
     // without a receipt, as in the reference): no evidence lost or duplicated by the race.
     assert_eq!(report.entries, (3 * SHARED + SHARED) as u64);
+    // The workers' own tasks were created interleaved on the one chain.
+    let maker: BTreeMap<&str, &str> = outcomes
+        .iter()
+        .flat_map(|(worker, acks)| {
+            acks.iter()
+                .filter(|(kind, _)| kind == "made")
+                .map(move |(_, id)| (id.as_str(), worker.as_str()))
+        })
+        .collect();
+    let key = test_key();
+    let mut walk = audit::verified_records(&dir.path().join(".sdd").join("audit"), &key);
+    let order: Vec<&str> = walk
+        .by_ref()
+        .filter(|r| r.event_type == "task.created")
+        .filter_map(|r| maker.get(r.resource_id.as_str()).copied())
+        .collect();
+    let switches = order.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        switches >= 2,
+        "the workers' writes never interleaved: {order:?}"
+    );
 }
