@@ -136,7 +136,7 @@ async fn run_claim_message_artifact_complete() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn approve_signs_off_a_held_result_only() {
+async fn approve_refuses_a_task_that_is_not_held() {
     let project = Project::new(config(false));
     let created = project
         .call(
@@ -209,29 +209,44 @@ async fn subscribe_sees_a_new_task_or_times_out() {
         json!({"notifications": [], "timed_out": true})
     );
 
+    // No sleep guesses when the subscription has taken its snapshot of known tasks: tasks are
+    // created one at a time until the subscription answers, and it must name one of them (the
+    // first it had not seen; remote.rs checks the order against a server that signals).
     let waiting = project.call(
         "bernstein_subscribe",
         json!({"role": "qa", "timeout_seconds": 30}),
     );
-    let creating = async {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        project
+    tokio::pin!(waiting);
+    let mut created = Vec::new();
+    let notified = loop {
+        assert!(created.len() < 200, "no notification after 200 new tasks");
+        let title = format!("check {}", created.len());
+        let outcome = project
             .call(
                 "bernstein_create_task",
-                json!({"title": "check it", "description": "d", "role": "qa"}),
+                json!({"title": title, "description": "d", "role": "qa"}),
             )
-            .await
+            .await;
+        created.push(payload(&outcome)["id"].clone());
+        tokio::select! {
+            notified = &mut waiting => break notified,
+            () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+        }
     };
-    let (notified, created) = tokio::join!(waiting, creating);
-    let id = payload(&created)["id"].clone();
+    let body = payload(&notified);
+    let id = body["notifications"][0]["task_id"].clone();
+    let position = created
+        .iter()
+        .position(|c| *c == id)
+        .unwrap_or_else(|| panic!("notified of a task it did not see created: {body}"));
     assert_eq!(
-        payload(&notified),
-        json!({"notifications": [{"task_id": id, "title": "check it"}], "timed_out": false})
+        body,
+        json!({"notifications": [{"task_id": id, "title": format!("check {position}")}], "timed_out": false})
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_cancelled_call_returns_its_partial_work() {
+async fn a_call_cancelled_before_it_starts_returns_the_running_chunk() {
     let project = Project::new(config(true));
     let ctx = project.ctx.clone();
     ctx.cancel.cancel();
