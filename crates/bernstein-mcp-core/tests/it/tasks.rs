@@ -189,7 +189,11 @@ async fn cancelling_an_in_flight_call_returns_its_partial_work() {
     let reply = call.await.unwrap().unwrap();
     let result = &reply["result"];
     assert_eq!(result["cancelled"], true, "{reply}");
-    assert!(result["partial"].is_array(), "{reply}");
+    assert_eq!(
+        result["partial"],
+        json!([r#"{"status": "running", "tool": "bernstein_subscribe"}"#]),
+        "{reply}"
+    );
     assert!(
         result.get("isError").is_none(),
         "a cancel is not a tool failure: {reply}"
