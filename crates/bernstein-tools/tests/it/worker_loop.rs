@@ -268,3 +268,61 @@ async fn a_call_cancelled_before_it_starts_returns_the_running_chunk() {
         "bernstein_subscribe"
     );
 }
+
+/// The deprecated `bernstein_tasks` lists the task rows (filtered by status when asked), and
+/// `bernstein_scenarios` lists the same scenarios as `bernstein_scenario {"action": "list"}`;
+/// both answer inside the alias wrapper.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tasks_and_scenarios_aliases_answer_their_replacements() {
+    let project = Project::new(bernstein_tools::ToolConfig {
+        tier: bernstein_tools::Tier::All,
+        ..config(false)
+    });
+    let mut ids = Vec::new();
+    for title in ["first", "second"] {
+        let created = project
+            .call(
+                "bernstein_create_task",
+                json!({"title": title, "description": "d"}),
+            )
+            .await;
+        ids.push(payload(&created)["id"].as_str().unwrap().to_owned());
+    }
+    project
+        .call("bernstein_claim", json!({"task_id": ids[0]}))
+        .await;
+    let completed = project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": ids[0], "result_summary": "ok"}),
+        )
+        .await;
+    assert_eq!(payload(&completed)["status"], "done", "{}", completed.text);
+
+    let all = project.call("bernstein_tasks", json!({})).await;
+    let rows = payload(&all)["result"].clone();
+    let listed: Vec<(&str, &str)> = rows
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {}", all.text))
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(ids[0].as_str(), "done"), (ids[1].as_str(), "open")]
+    );
+    let done = project
+        .call("bernstein_tasks", json!({"status": "done"}))
+        .await;
+    let rows = payload(&done)["result"].clone();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{}", done.text);
+    assert_eq!(rows[0]["id"], ids[0].as_str());
+    assert_eq!(rows[0]["result_summary"], "ok");
+
+    let scenarios = project.call("bernstein_scenarios", json!({})).await;
+    let listed = project
+        .call("bernstein_scenario", json!({"action": "list"}))
+        .await;
+    assert_eq!(payload(&scenarios)["result"], payload(&listed));
+    assert_eq!(payload(&listed).as_array().unwrap().len(), 8);
+}
