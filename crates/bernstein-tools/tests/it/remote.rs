@@ -308,3 +308,44 @@ async fn a_call_cancelled_while_running_returns_its_partial_work() {
     let meter = outcome.meter.as_ref().unwrap();
     assert_eq!(meter["tool"], "bernstein_subscribe");
 }
+
+/// A tool's declared timeout is enforced: `bernstein_subscribe` declares 65 s. Its schema caps
+/// `timeout_seconds` at 60, so only a permissive server (validation failures are warnings)
+/// lets a subscription ask for 120 s; on a stream that never delivers, the call is stopped at
+/// 65 s with the reference's timeout answer (the subscription's own deadline would answer
+/// `timed_out` instead). This test takes the 65 s of real time it is about.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_declared_timeout_stops_the_call() {
+    let (url, mut opened, _events) = event_stream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(&url, dir.path());
+    let catalogue = Catalogue::new(&bernstein_tools::ToolConfig {
+        validation: bernstein_tools::Validation::Permissive,
+        ..config(false)
+    })
+    .unwrap();
+    let waiting = catalogue.call(
+        &ctx,
+        "bernstein_subscribe",
+        json!({"role": "qa", "timeout_seconds": 120}),
+    );
+    // The bound only keeps a call that never connects from hanging the suite.
+    let opened = tokio::time::timeout(std::time::Duration::from_secs(150), opened.recv());
+    let (outcome, line) = tokio::join!(waiting, opened);
+    assert_eq!(
+        line.ok().flatten().as_deref(),
+        Some("GET /events/tasks?role=qa HTTP/1.1"),
+        "{}",
+        outcome.text
+    );
+    assert!(!outcome.cancelled && !outcome.is_error, "{}", outcome.text);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&outcome.text).unwrap(),
+        json!({
+            "error": "tool bernstein_subscribe exceeded its declared timeout of 65s",
+            "tool": "bernstein_subscribe",
+            "timeoutSeconds": 65,
+            "timeout": true,
+        })
+    );
+}
