@@ -1,4 +1,4 @@
-//! `cargo xtask interop [evidence | clients | loop]`: checks bernstein-mcp against the reference
+//! `cargo xtask interop [evidence | chain | clients | loop]`: checks bernstein-mcp against the reference
 //! implementation and real MCP clients. With no stage every stage runs; each says SKIPPED when
 //! what it needs is missing, and the command fails when any stage that ran failed.
 //!
@@ -12,6 +12,10 @@
 //! 2. a chain written by the reference is fed to our `bernstein-mcp audit verify`;
 //! 3. the portable `TaskBackend` suite runs through our remote backend against a live
 //!    `bernstein serve` started on a free loopback port.
+//!
+//! `chain` has the reference's own audit writer and ours append to one chain at the same moment
+//! (both start on a go-file and share `.chain.lock`); both verifiers must accept the result.
+//! `.ci/run` runs it whenever it has set up the reference.
 //!
 //! `clients` drives the `bernstein-mcp` binary over stdio with the kit's real MCP clients
 //! (`interop_clients.rs`); `loop` runs the worker loop through a real client on the embedded
@@ -74,7 +78,7 @@ impl Oracle {
 }
 
 /// The stages `cargo xtask interop STAGE` can run alone.
-const STAGES: [&str; 3] = ["evidence", "clients", "loop"];
+const STAGES: [&str; 4] = ["evidence", "chain", "clients", "loop"];
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let only = match args {
@@ -119,7 +123,7 @@ enum Ran {
 }
 
 /// Runs one stage, or says SKIPPED (and succeeds) when a prerequisite is missing: the oracle
-/// for `evidence` and `loop`, the real MCP clients for `clients` and `loop`.
+/// for `evidence`, `chain` and `loop`, the real MCP clients for `clients` and `loop`.
 fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<Ran> {
     let oracle = Oracle::locate();
     if oracle.is_none() && stage != "clients" {
@@ -129,6 +133,10 @@ fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<Ran> {
              BERNSTEIN_REFERENCE_KIT)"
         );
         return Ok(Ran::Skipped);
+    }
+    if let (Some(oracle), "chain") = (&oracle, stage) {
+        appends_beside_the_reference_share_the_chain_lock(oracle, scratch)?;
+        return Ok(Ran::Yes);
     }
     if let (Some(oracle), "evidence") = (&oracle, stage) {
         evidence_we_write_verifies_under_the_reference(oracle, scratch)?;
@@ -439,8 +447,10 @@ fn backend_suite_passes_against_a_live_server(
                 "bernstein-tasks",
                 "--test",
                 "it",
-                "remote",
+                "remote::live_server",
                 "--",
+                "--exact",
+                "--ignored",
                 "--nocapture",
             ])
             .env("BERNSTEIN_REMOTE_URL", format!("http://127.0.0.1:{port}"))
@@ -465,6 +475,120 @@ fn backend_suite_passes_against_a_live_server(
     let _ = server.kill();
     let _ = server.wait();
     result
+}
+
+/// The reference's own writer (`AuditChainStore.log_with_prev_digest`, in a Python process) and
+/// ours append to one chain at the same moment, each taking `.chain.lock`: both start on one
+/// go-file. Every record must be there, the two writers' records must interleave, and both our
+/// verifier and the reference's `bernstein audit verify-hmac` must accept the chain.
+fn appends_beside_the_reference_share_the_chain_lock(
+    oracle: &Oracle,
+    scratch: &Path,
+) -> anyhow::Result<()> {
+    const EACH: usize = 60;
+    let root = scratch.join("shared-chain");
+    let audit_dir = root.join(".sdd/audit");
+    std::fs::create_dir_all(&audit_dir)?;
+    let key_path = scratch.join("shared-chain.key");
+    let key = write_key(&key_path)?;
+    let go = scratch.join("shared-chain.go");
+    let ready = scratch.join("shared-chain.ready");
+    let script = r#"
+import sys, time
+from pathlib import Path
+from bernstein.core.security.audit_chain import AuditChainStore
+audit_dir, key_path, go, ready, count = sys.argv[1:6]
+store = AuditChainStore(Path(audit_dir), key=Path(key_path).read_bytes().strip())
+Path(ready).write_text("")
+deadline = time.monotonic() + 60
+while not Path(go).exists():
+    if time.monotonic() > deadline:
+        sys.exit("no go-file within 60 s")
+    time.sleep(0.001)
+for n in range(int(count)):
+    store.log_with_prev_digest(event_type="task.created", actor="task_server", resource_type="task",
+        resource_id=f"ref-{n}", details={"task_id": f"ref-{n}", "n": n})
+"#;
+    let mut python = Command::new(&oracle.python)
+        .args(["-c", script])
+        .arg(&audit_dir)
+        .arg(&key_path)
+        .arg(&go)
+        .arg(&ready)
+        .arg(EACH.to_string())
+        .spawn()
+        .context("start the reference's writer")?;
+    let result = (|| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ready.exists() {
+            ensure!(
+                python.try_wait()?.is_none(),
+                "the reference's writer exited early"
+            );
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "the reference's writer did not start within 60 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::fs::write(&go, b"")?;
+        let chain = AuditChain::open(&audit_dir, key.clone());
+        for n in 0..EACH {
+            chain.append(&AuditEvent::new(
+                "task.created",
+                "bernstein-mcp",
+                "task",
+                format!("ours-{n}"),
+                Object::new()
+                    .with("task_id", format!("ours-{n}"))
+                    .with("n", n),
+            ))?;
+        }
+        ensure!(python.wait()?.success(), "the reference's writer failed");
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = python.kill();
+        let _ = python.wait();
+    }
+    result?;
+
+    let mut walk = bernstein_journal::audit::verified_records(&audit_dir, &key);
+    let actors: Vec<String> = walk.by_ref().map(|record| record.actor).collect();
+    let report = walk.finish();
+    ensure!(
+        report.ok(),
+        "our verifier rejected the shared chain: {:?}",
+        report.verify_messages()
+    );
+    ensure!(
+        actors.len() == 2 * EACH,
+        "{} records for {} appends",
+        actors.len(),
+        2 * EACH
+    );
+    let switches = actors.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!(
+        "interop: shared chain: {} records, the writer changed {switches} times",
+        actors.len()
+    );
+    ensure!(switches >= 2, "the two writers never interleaved");
+    let output = Command::new(&oracle.cli)
+        .args(["audit", "verify-hmac"])
+        .current_dir(&root)
+        .env("BERNSTEIN_AUDIT_KEY_PATH", &key_path)
+        .output()
+        .context("run bernstein audit verify-hmac")?;
+    eprintln!(
+        "interop: reference `bernstein audit verify-hmac` on the shared chain exit={} {}",
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).trim()
+    );
+    ensure!(
+        output.status.success(),
+        "bernstein audit verify-hmac rejected the shared chain"
+    );
+    Ok(())
 }
 
 /// Builds the `bernstein-mcp` binary and returns its path, so a build failure is reported as one

@@ -96,12 +96,10 @@ fn check_file_docs() -> Vec<String> {
                 problems.push(format!("{rel}:{}: unfinished-work marker {marker}", n + 1));
             }
             // An ignored test is allowed only as the entry point of a child process that another
-            // test spawns (cross-process locking and crash tests); it says so in its reason.
-            let trimmed = line.trim_start();
-            if trimmed.starts_with("#[ignore")
-                && !trimmed.starts_with("#[ignore = \"child process")
-                && !trimmed.starts_with("#[ignore = \"helper: run as a child process")
-            {
+            // test spawns (cross-process locking and crash tests), or as a check that needs a
+            // live server `.ci/run` starts; it says so in its reason. `cfg_attr(.., ignore)`
+            // hides an ignore behind a condition and is refused whatever its reason.
+            if ignore_without_reason(line) {
                 problems.push(format!(
                     "{rel}:{}: ignored test; fix it or delete it",
                     n + 1
@@ -110,6 +108,22 @@ fn check_file_docs() -> Vec<String> {
         }
     }
     problems
+}
+
+/// Whether a line ignores a test other than by the allowed reasons (see [`check_file_docs`]).
+fn ignore_without_reason(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    let allowed = [
+        "#[ignore = \"child process",
+        "#[ignore = \"helper: run as a child process",
+        "#[ignore = \"live server:",
+    ];
+    let conditional = trimmed.starts_with("#[cfg_attr(")
+        && trimmed
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|word| word == "ignore");
+    conditional
+        || (trimmed.starts_with("#[ignore") && !allowed.iter().any(|a| trimmed.starts_with(a)))
 }
 
 /// Every crate inherits the workspace lints and states its layering in its manifest.
@@ -214,6 +228,27 @@ mod tests {
             "tidy problems:\n{}",
             problems.join("\n")
         );
+    }
+
+    #[test]
+    fn ignored_tests_need_an_allowed_reason() {
+        for (line, refused) in [
+            ("#[test]", false),
+            ("    #[ignore]", true),
+            ("#[ignore = \"slow\"]", true),
+            ("#[ignore = \"child process of the crash test\"]", false),
+            ("#[ignore = \"helper: run as a child process by x\"]", false),
+            ("#[ignore = \"live server: run by .ci/run\"]", false),
+            ("#[cfg_attr(miri, ignore)]", true),
+            (
+                "  #[cfg_attr(not(target_os = \"linux\"), ignore = \"child process\")]",
+                true,
+            ),
+            ("#[cfg_attr(test, derive(Debug))]", false),
+            ("// an ignore in a comment", false),
+        ] {
+            assert_eq!(super::ignore_without_reason(line), refused, "{line}");
+        }
     }
 
     #[test]

@@ -617,6 +617,32 @@ mod tests {
         })
     }
 
+    /// A value nested a chosen 0 to 15 levels deep: each level is an array or an object that
+    /// also holds an arbitrary sibling, and the innermost value is arbitrary too (mostly a
+    /// scalar, so the depth lands on every count, the rule's boundary included). The random
+    /// recursion of [`arbitrary_json`] alone almost never goes past five levels.
+    fn nested_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let part = || prop_oneof![3 => Just(Value::Null), 1 => arbitrary_json()];
+        (
+            0usize..=15,
+            part(),
+            proptest::collection::vec((any::<bool>(), part()), 15),
+        )
+            .prop_map(|(levels, innermost, wrappers)| {
+                wrappers
+                    .into_iter()
+                    .take(levels)
+                    .fold(innermost, |inner, (as_array, sibling)| {
+                        if as_array {
+                            Value::Array(vec![sibling, inner])
+                        } else {
+                            json!({ "k": inner, "s": sibling })
+                        }
+                    })
+            })
+    }
+
     /// How far below `value` its deepest member sits (0 for a leaf or an empty container).
     fn max_depth(value: &Value) -> usize {
         match value {
@@ -626,24 +652,47 @@ mod tests {
         }
     }
 
-    proptest::proptest! {
-        /// Any payload gets an answer (no panic), the depth rule fires exactly when something
-        /// sits deeper than ten levels, and a refusal always renders as the payload shape.
-        #[test]
-        fn the_firewall_answers_every_payload(inner in arbitrary_json()) {
-            let schema = json!({"type": "object"});
-            let v = validator(&schema);
-            let payload = json!({ "a": inner });
-            let deep = max_depth(&payload) > MAX_DEPTH;
-            let denied = deny_rules(&payload);
-            proptest::prop_assert_eq!(
-                denied.iter().any(|d| d.reason.starts_with("payload nesting exceeds depth 10")),
-                deep
+    /// Any payload gets an answer (no panic), the depth rule fires exactly when something sits
+    /// deeper than ten levels, and a refusal always renders as the payload shape. The run must
+    /// see both outcomes, and payloads exactly at the limit and one past it.
+    #[test]
+    fn the_firewall_answers_every_payload() {
+        use proptest::test_runner::{Config, TestRunner};
+        use std::cell::RefCell;
+        let schema = json!({"type": "object"});
+        let v = validator(&schema);
+        let depths = RefCell::new(std::collections::BTreeMap::<usize, usize>::new());
+        let mut runner = TestRunner::new(Config {
+            cases: 512,
+            ..Config::default()
+        });
+        runner
+            .run(&nested_json(), |inner| {
+                let payload = json!({ "a": inner });
+                let depth = max_depth(&payload);
+                *depths.borrow_mut().entry(depth).or_default() += 1;
+                let denied = deny_rules(&payload);
+                proptest::prop_assert_eq!(
+                    denied
+                        .iter()
+                        .any(|d| d.reason.starts_with("payload nesting exceeds depth 10")),
+                    depth > MAX_DEPTH,
+                    "depth {}",
+                    depth
+                );
+                if let Err(refusal) = check("t", &payload, &v, &schema) {
+                    let text = refusal.payload_text();
+                    proptest::prop_assert!(text.starts_with("{\"error\": \"payload"), "{}", text);
+                }
+                Ok(())
+            })
+            .unwrap();
+        let depths = depths.into_inner();
+        for depth in [1, MAX_DEPTH, MAX_DEPTH + 1, 16] {
+            assert!(
+                depths.contains_key(&depth),
+                "no payload of depth {depth}: {depths:?}"
             );
-            if let Err(refusal) = check("t", &payload, &v, &schema) {
-                let text = refusal.payload_text();
-                proptest::prop_assert!(text.starts_with("{\"error\": \"payload"), "{}", text);
-            }
         }
     }
 

@@ -341,8 +341,10 @@ fn encoded_length_counts_undecodable_bytes_as_surrogates() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
+    /// Resolution only reads; that the tool, which writes, writes nothing but the signal of a
+    /// real project is proved in `bernstein-tools` (`tests/it/shutdown.rs`).
     #[test]
-    fn arbitrary_workdirs_never_write(workdir in "[a-z./\\\\\0é]{0,24}") {
+    fn arbitrary_workdirs_resolve_to_the_project_signal_or_refuse(workdir in "[a-z./\\\\\0é]{0,24}") {
         // Resolve from 12 levels below the scratch root, so no generated `..` chain can leave
         // it, with a project `p` next to the working directory for short inputs to find.
         let scratch = Scratch::new();

@@ -1522,18 +1522,20 @@ const CHILD_KEY: &str = "BERNSTEIN_AUDIT_TEST_CHILD_KEY";
 const CHILD_ID: &str = "BERNSTEIN_AUDIT_TEST_CHILD_ID";
 const APPENDS_PER_PROCESS: u64 = 40;
 
-/// The appender loop run by each child process; a no-op in a normal test run.
+/// The appender loop run by each child process of `four_processes_append_to_one_linear_chain`.
 #[test]
+#[ignore = "child process of four_processes_append_to_one_linear_chain"]
 fn concurrent_append_child() {
     let (Ok(dir), Ok(key_path), Ok(id)) = (
         std::env::var(CHILD_DIR),
         std::env::var(CHILD_KEY),
         std::env::var(CHILD_ID),
     ) else {
-        return;
+        panic!("run only as a child process of four_processes_append_to_one_linear_chain");
     };
     let key = AuditKey::load(&KeyLocator::at(key_path)).unwrap();
     let chain = AuditChain::open(dir, key);
+    crate::races::wait_for_go();
     for seq in 0..APPENDS_PER_PROCESS {
         let event = AuditEvent::new(
             "test.concurrent",
@@ -1552,24 +1554,25 @@ fn four_processes_append_to_one_linear_chain() {
     let dir = scratch.path().join("audit");
     let (key_dir, _) = fixture_key("audit.key");
     let exe = std::env::current_exe().unwrap();
-    // All four are started before any is waited for, so their appends contend for the lock.
-    let mut running: Vec<_> = (0..4)
+    // All four wait on one go-file, so their appends contend for the lock.
+    let commands = (0..4)
         .map(|id| {
-            Command::new(&exe)
+            let mut command = Command::new(&exe);
+            command
                 .args([
                     "audit::concurrent_append_child",
                     "--exact",
+                    "--ignored",
                     "--test-threads=1",
                 ])
                 .env(CHILD_DIR, &dir)
                 .env(CHILD_KEY, key_dir.path().join("audit.key"))
                 .env(CHILD_ID, id.to_string())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
+                .stdout(std::process::Stdio::null());
+            command
         })
         .collect();
-    for child in &mut running {
+    for mut child in crate::races::start_together(scratch.path(), commands) {
         assert!(child.wait().unwrap().success());
     }
 
@@ -1607,6 +1610,17 @@ fn four_processes_append_to_one_linear_chain() {
         prev = record.hmac.clone();
     }
     assert_eq!(next_seq.len(), 4);
+    let writers: Vec<String> = records
+        .iter()
+        .map(|r| {
+            r.details
+                .get("writer")
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    crate::races::assert_interleaved(&writers);
     assert!(next_seq.values().all(|&n| n == APPENDS_PER_PROCESS as i64));
     assert_eq!(report.head, prev);
     assert_eq!(audit::recovered_head(&dir, key), prev);

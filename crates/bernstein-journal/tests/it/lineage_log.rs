@@ -17,7 +17,7 @@ use crate::support::{fixtures, vector};
 const AGENT: &str = "agent:worker-a";
 const KID: &str = "worker-a-key-1";
 
-fn operator_key() -> Vec<u8> {
+pub(crate) fn operator_key() -> Vec<u8> {
     let raw = fs::read_to_string(vector("_keys/audit.key")).unwrap();
     raw.trim().as_bytes().to_vec()
 }
@@ -27,11 +27,11 @@ fn expected() -> Value {
 }
 
 /// The generator's agent: Ed25519 seed `0x33` repeated.
-fn signer() -> SigningIdentity {
+pub(crate) fn signer() -> SigningIdentity {
     SigningIdentity::from_seed(&[0x33; 32]).unwrap()
 }
 
-fn cards() -> AgentCards {
+pub(crate) fn cards() -> AgentCards {
     let mut cards = AgentCards::new();
     cards.insert(AgentCard::new(AGENT, KID, signer().public_key_pem()).unwrap());
     cards
@@ -50,7 +50,7 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-fn write(
+pub(crate) fn write(
     path: &str,
     content: &[u8],
     tool_call_id: &str,

@@ -10,5 +10,6 @@ mod dlp;
 mod handle_seal;
 mod lineage_log;
 mod mailbox;
+mod races;
 mod run_journal;
 mod support;

@@ -1022,8 +1022,9 @@ fn assert_shared_journal(root: &Path, tags: &[&str]) {
 #[ignore = "helper: run as a child process by concurrent_processes_extend_one_chain"]
 fn concurrent_append_child() {
     let (Ok(root), Ok(tag)) = (std::env::var(CHILD_ROOT_VAR), std::env::var(CHILD_TAG_VAR)) else {
-        return;
+        panic!("run only as a child process of concurrent_processes_extend_one_chain");
     };
+    crate::races::wait_for_go();
     append_many(Path::new(&root), &tag);
 }
 
@@ -1032,10 +1033,12 @@ fn concurrent_processes_extend_one_chain() {
     let project = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let tags = ["proc-a", "proc-b", "proc-c"];
-    let children: Vec<std::process::Child> = tags
+    let barrier = tempfile::tempdir().unwrap();
+    let commands = tags
         .iter()
         .map(|tag| {
-            std::process::Command::new(&exe)
+            let mut command = std::process::Command::new(&exe);
+            command
                 .args([
                     "--exact",
                     "run_journal::concurrent_append_child",
@@ -1044,14 +1047,23 @@ fn concurrent_processes_extend_one_chain() {
                 ])
                 .env(CHILD_ROOT_VAR, project.path())
                 .env(CHILD_TAG_VAR, tag)
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
+                .stdout(std::process::Stdio::null());
+            command
         })
         .collect();
-    for mut child in children {
+    for mut child in crate::races::start_together(barrier.path(), commands) {
         assert!(child.wait().unwrap().success());
     }
+    let writers: Vec<String> = journal_rows(project.path(), "shared")
+        .iter()
+        .map(|row| {
+            row.get("writer")
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    crate::races::assert_interleaved(&writers);
     assert_shared_journal(project.path(), &tags);
 }
 

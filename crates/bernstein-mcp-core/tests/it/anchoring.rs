@@ -177,8 +177,15 @@ async fn refused_calls_write_nothing_not_even_an_anchor() {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        // An unknown name, or the firewall's refusal payload (inside the meter envelope);
+        // whether a refusal also carries `isError` is the tool-result shape's concern.
+        let expected = if name == "no_such_tool" {
+            "Unknown tool: no_such_tool"
+        } else {
+            r#"{"error": "payload"#
+        };
         assert!(
-            result["isError"] == json!(true) || text.contains("error"),
+            text.contains(expected),
             "{name} should be refused: {result}"
         );
     }
@@ -193,4 +200,31 @@ async fn refused_calls_write_nothing_not_even_an_anchor() {
         .await;
     let journal = load_run_journal(project.dir.path(), DEFAULT_ANCHOR_RUN_ID).unwrap();
     assert_eq!(journal.rows.len(), 2);
+}
+
+/// A call that cannot be anchored (the anchoring journal's path is taken by a directory, so no
+/// row can be appended) is answered with -32603 and does not run: the task it asked for is
+/// never created.
+#[tokio::test]
+async fn a_call_that_cannot_be_anchored_answers_internal_error_and_does_not_run() {
+    let project = Project::new();
+    let journal = bernstein_journal::run_journal::run_journal_path(
+        project.dir.path(),
+        bernstein_mcp_core::DEFAULT_ANCHOR_RUN_ID,
+    )
+    .unwrap();
+    std::fs::create_dir_all(&journal).unwrap();
+    let reply = project
+        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                     "params": {"name": "bernstein_create_task",
+                                "arguments": {"title": "must not exist", "description": "d"}}}))
+        .await;
+    assert_eq!(reply["error"]["code"], -32603, "{reply}");
+    assert!(reply.get("result").is_none(), "{reply}");
+    // Nothing ran: once anchoring works again, the store holds no task.
+    std::fs::remove_dir_all(&journal).unwrap();
+    let status = project.call("bernstein_status", json!({})).await;
+    let text = status["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(r#""total": 0"#), "{text}");
+    assert!(!text.contains("must not exist"), "{text}");
 }

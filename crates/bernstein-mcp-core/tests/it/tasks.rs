@@ -189,7 +189,11 @@ async fn cancelling_an_in_flight_call_returns_its_partial_work() {
     let reply = call.await.unwrap().unwrap();
     let result = &reply["result"];
     assert_eq!(result["cancelled"], true, "{reply}");
-    assert!(result["partial"].is_array(), "{reply}");
+    assert_eq!(
+        result["partial"],
+        json!([r#"{"status": "running", "tool": "bernstein_subscribe"}"#]),
+        "{reply}"
+    );
     assert!(
         result.get("isError").is_none(),
         "a cancel is not a tool failure: {reply}"
@@ -205,4 +209,41 @@ async fn cancelling_an_in_flight_call_returns_its_partial_work() {
         None
     );
     let _: Value = project.result("ping", json!({})).await;
+}
+
+/// `tasks/list` pages past 100 tasks: the first page holds 100 and a cursor, the next the rest
+/// and none, and together they list every task exactly once.
+#[tokio::test]
+async fn tasks_list_pages_past_one_hundred_tasks() {
+    let project = Project::new();
+    let total = 105;
+    let mut created = std::collections::BTreeSet::new();
+    for n in 0..total {
+        let run = project
+            .call("bernstein_run", json!({"goal": format!("goal {n}")}))
+            .await;
+        created.insert(payload(&run)["task_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(created.len(), total);
+    let first = project.result("tasks/list", json!({})).await;
+    let page = |listed: &Value| -> Vec<String> {
+        listed["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["taskId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut seen = page(&first);
+    assert_eq!(seen.len(), 100);
+    let cursor = first["nextCursor"].as_str().expect("a cursor after 100");
+    let second = project
+        .result("tasks/list", json!({"cursor": cursor}))
+        .await;
+    assert_eq!(page(&second).len(), total - 100, "{second}");
+    assert!(second.get("nextCursor").is_none(), "{second}");
+    seen.extend(page(&second));
+    let unique: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "a task listed twice");
+    assert_eq!(unique, created);
 }

@@ -17,12 +17,24 @@ fn serve(
     args: &[&str],
     lines: &[String],
 ) -> (i32, Vec<Value>, String) {
+    serve_with_env(home, project, args, &[], lines)
+}
+
+/// [`serve`] with `env` set on top of the cleared environment.
+fn serve_with_env(
+    home: &Path,
+    project: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    lines: &[String],
+) -> (i32, Vec<Value>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bernstein-mcp"))
         .args(args)
         .current_dir(project)
         .env_clear()
         .env("HOME", home)
         .env("XDG_STATE_HOME", home.join("state"))
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -183,7 +195,7 @@ fn serves_stdio_until_eof_and_the_call_order_is_provable() {
 }
 
 #[test]
-fn serve_flags_and_environment() {
+fn serve_flags_pick_the_project_and_the_tier() {
     let home = tempfile::tempdir().unwrap();
     let project = home.path().join("p");
     std::fs::create_dir_all(&project).unwrap();
@@ -217,6 +229,231 @@ fn serve_flags_and_environment() {
         stderr.contains("Unknown MCP tool tier 'everything'"),
         "{stderr}"
     );
+}
+
+/// One serve session with `env`: the advertised tool names, the capability card, the resource
+/// URIs, and the text of one `bernstein_status` call and one badly typed `bernstein_run_status`.
+struct Session {
+    tools: Vec<String>,
+    card: Value,
+    resources: Vec<String>,
+    status: String,
+    bad_input: String,
+    health: String,
+}
+
+fn session(home: &Path, project: &Path, env: &[(&str, &str)]) -> Session {
+    let call = |id: i64, name: &str, arguments: Value| {
+        request(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        )
+    };
+    let lines = vec![
+        request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}}),
+        ),
+        request(2, "tools/list", json!({})),
+        request(
+            3,
+            "resources/read",
+            json!({"uri": "bernstein://capability"}),
+        ),
+        request(4, "resources/list", json!({})),
+        call(5, "bernstein_status", json!({})),
+        call(6, "bernstein_run_status", json!({"run_id": 5})),
+        call(7, "bernstein_health", json!({})),
+    ];
+    let workdir = project.to_str().unwrap();
+    let (code, messages, stderr) = serve_with_env(home, home, &["--workdir", workdir], env, &lines);
+    assert_eq!(code, 0, "{stderr}");
+    let text = |id: i64| {
+        let result = &by_id(&messages, id)["result"];
+        result["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| by_id(&messages, id).to_string())
+    };
+    let card = by_id(&messages, 3)["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap();
+    Session {
+        tools: by_id(&messages, 2)["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect(),
+        card: serde_json::from_str(card).unwrap(),
+        resources: by_id(&messages, 4)["result"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap().to_owned())
+            .collect(),
+        status: text(5),
+        bad_input: text(6),
+        health: text(7),
+    }
+}
+
+/// Every variable `serve` reads, set through the real binary's environment, changes what a host
+/// sees: each against the default session.
+#[test]
+fn serve_reads_every_bernstein_variable() {
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    let default = session(home.path(), &project, &[]);
+    assert!(default.tools.len() > 3, "{:?}", default.tools);
+    assert!(
+        default.status.contains("\"_meter\": {"),
+        "{}",
+        default.status
+    );
+    assert!(
+        default
+            .bad_input
+            .contains("payload failed schema validation"),
+        "{}",
+        default.bad_input
+    );
+    assert!(
+        !default.health.contains("Unknown tool"),
+        "{}",
+        default.health
+    );
+    assert!(default.resources.iter().any(|u| u == "lineage://stats"));
+    assert_eq!(default.card["auth"]["bearer_token_configured"], false);
+    assert_eq!(default.card["auth"]["oauth"]["enabled"], false);
+    // Without BERNSTEIN_AUDIT_KEY_PATH the key lands under XDG_STATE_HOME.
+    assert!(home.path().join("state").read_dir().is_ok());
+
+    let tier = session(
+        home.path(),
+        &project,
+        &[("BERNSTEIN_MCP_TOOL_TIER", "core")],
+    );
+    assert_eq!(
+        tier.tools,
+        vec!["bernstein_run", "bernstein_status", "bernstein_run_status"]
+    );
+
+    let meter = session(
+        home.path(),
+        &project,
+        &[("BERNSTEIN_MCP_COST_METER", "off")],
+    );
+    assert!(!meter.status.contains("_meter"), "{}", meter.status);
+    assert!(meter.status.starts_with('{'), "{}", meter.status);
+
+    let aliases = session(
+        home.path(),
+        &project,
+        &[("BERNSTEIN_MCP_DEPRECATED_ALIASES", "false")],
+    );
+    assert!(
+        aliases.health.contains("Unknown tool"),
+        "{}",
+        aliases.health
+    );
+
+    let permissive = session(
+        home.path(),
+        &project,
+        &[("BERNSTEIN_MCP_VALIDATION", "permissive")],
+    );
+    assert!(
+        !permissive
+            .bad_input
+            .contains("payload failed schema validation"),
+        "{}",
+        permissive.bad_input
+    );
+
+    let lineage = session(
+        home.path(),
+        &project,
+        &[("BERNSTEIN_LINEAGE_MCP_ENABLED", "0")],
+    );
+    assert!(
+        !lineage
+            .resources
+            .iter()
+            .any(|u| u.starts_with("lineage://"))
+    );
+
+    for variable in ["BERNSTEIN_MCP_TOKEN", "BERNSTEIN_MCP_AUTH_TOKEN"] {
+        let auth = session(home.path(), &project, &[(variable, "secret")]);
+        assert_eq!(
+            auth.card["auth"]["bearer_token_configured"], true,
+            "{variable}"
+        );
+    }
+    let oauth = session(
+        home.path(),
+        &project,
+        &[("BERNSTEIN_MCP_OAUTH_ISSUER", " https://issuer.example/ ")],
+    );
+    assert_eq!(oauth.card["auth"]["oauth"]["enabled"], true);
+    assert_eq!(
+        oauth.card["auth"]["oauth"]["issuer"],
+        "https://issuer.example"
+    );
+
+    // BERNSTEIN_AUDIT_KEY_PATH: the key is created exactly there.
+    let key = home.path().join("keys/explicit.key");
+    session(
+        home.path(),
+        &project,
+        &[("BERNSTEIN_AUDIT_KEY_PATH", key.to_str().unwrap())],
+    );
+    assert_eq!(std::fs::read(&key).unwrap().len(), 64);
+
+    // BERNSTEIN_SERVER_URL and BERNSTEIN_AUTH_TOKEN: the status call goes to that server with
+    // that bearer token. A loopback listener records the first request and answers 503.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader};
+        let (stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            head.push(line.trim_end().to_owned());
+        }
+        let mut stream = stream;
+        let _ = stream.write_all(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
+        head
+    });
+    let remote = session(
+        home.path(),
+        &project,
+        &[
+            ("BERNSTEIN_SERVER_URL", url.as_str()),
+            ("BERNSTEIN_AUTH_TOKEN", "remote-secret"),
+        ],
+    );
+    let head = seen.join().unwrap();
+    assert!(head[0].contains(" /"), "{head:?}");
+    assert!(
+        head.iter()
+            .any(|h| h.eq_ignore_ascii_case("authorization: Bearer remote-secret")),
+        "{head:?}"
+    );
+    assert!(!remote.status.contains("\"total\""), "{}", remote.status);
 }
 
 /// `--allow-root` (repeatable) turns workdir confinement on over stdio: the card says so, a

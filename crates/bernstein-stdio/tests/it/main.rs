@@ -1,5 +1,6 @@
 //! The stdio seam end to end: a whole session over an in-memory duplex, with the real
 //! dispatcher, catalogue and embedded backend.
 
+mod framing;
 mod hostile;
 mod session;

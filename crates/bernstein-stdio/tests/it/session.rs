@@ -133,7 +133,12 @@ async fn a_whole_session_over_a_duplex() {
         .await;
 
     let tools = session.request(2, "tools/list", json!({})).await;
-    assert!(tools["result"]["tools"].as_array().unwrap().len() >= 3);
+    // The standard tier advertises 14 tools.
+    assert_eq!(
+        tools["result"]["tools"].as_array().unwrap().len(),
+        14,
+        "{tools}"
+    );
 
     let status = session
         .request(3, "tools/call", json!({"name": "bernstein_run_status", "arguments": {"run_id": "task-x"}, "_meta": {"progressToken": 7}}))

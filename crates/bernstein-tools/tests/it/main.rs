@@ -11,4 +11,5 @@ mod reference_replay;
 mod remote;
 mod remote_lifecycle;
 mod run_status;
+mod shutdown;
 mod worker_loop;

@@ -165,3 +165,187 @@ async fn a_run_on_a_server_returns_the_poll_handle() {
     assert_eq!(payload(&unknown)["error"], "unknown_task");
     assert_eq!(*seen.lock().unwrap(), ["POST /tasks", "GET /tasks/gone"]);
 }
+
+/// The sign-off path of `bernstein_approve`: a task held in `pending_approval` is read, then
+/// completed with the note, and the answer says which state it was approved from. (The
+/// embedded store has no transition into `pending_approval`; a task server does.)
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_signs_off_a_pending_approval_task() {
+    let (url, seen) = scripted(|method, path| match (method, path) {
+        ("GET", "/tasks/t-7") => (
+            200,
+            r#"{"id": "t-7", "status": "pending_approval", "result_summary": "held"}"#.to_owned(),
+        ),
+        ("POST", "/tasks/t-7/complete") => (
+            200,
+            r#"{"id": "t-7", "status": "done", "result_summary": "ship it"}"#.to_owned(),
+        ),
+        _ => (404, r#"{"detail": "Not Found"}"#.to_owned()),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(&url, dir.path());
+    let catalogue = Catalogue::new(&config(false)).unwrap();
+    let outcome = catalogue
+        .call(
+            &ctx,
+            "bernstein_approve",
+            json!({"task_id": "t-7", "note": "ship it"}),
+        )
+        .await;
+    let body = payload(&outcome);
+    assert_eq!(
+        body["approved_from"], "pending_approval",
+        "{}",
+        outcome.text
+    );
+    assert_eq!(body["status"], "done");
+    assert_eq!(body["result_summary"], "ship it");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["GET /tasks/t-7", "POST /tasks/t-7/complete"]
+    );
+}
+
+/// A task server whose `GET /events/tasks` stream stays open: the request line is reported on
+/// `opened` once the stream's head was sent (the deterministic sign that a subscription is
+/// running), and each string received on the returned sender is written as one SSE chunk.
+async fn event_stream() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+    tokio::sync::mpsc::UnboundedSender<String>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (opened_tx, opened) = tokio::sync::mpsc::unbounded_channel();
+    let (events, mut events_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let _ = stream
+            .write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+            )
+            .await;
+        let line = String::from_utf8_lossy(&head)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let _ = opened_tx.send(line);
+        while let Some(chunk) = events_rx.recv().await {
+            if stream.write_all(chunk.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    (format!("http://{address}"), opened, events)
+}
+
+/// `bernstein_subscribe` answers the first task created for its role once its stream is open:
+/// the event is sent only after the server saw the subscription, so no sleep decides the order.
+#[tokio::test(flavor = "multi_thread")]
+async fn subscribe_answers_the_first_task_created_after_it_started() {
+    let (url, mut opened, events) = event_stream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(&url, dir.path());
+    let catalogue = Catalogue::new(&config(false)).unwrap();
+    let waiting = catalogue.call(
+        &ctx,
+        "bernstein_subscribe",
+        json!({"role": "qa", "timeout_seconds": 30}),
+    );
+    let creating = async {
+        let line = opened.recv().await.unwrap();
+        assert_eq!(line, "GET /events/tasks?role=qa HTTP/1.1");
+        events
+            .send(
+                "event: task.created\ndata: {\"task_id\": \"t-9\", \"title\": \"check it\"}\n\n"
+                    .to_owned(),
+            )
+            .unwrap();
+    };
+    let (notified, ()) = tokio::join!(waiting, creating);
+    assert_eq!(
+        payload(&notified),
+        json!({"notifications": [{"task_id": "t-9", "title": "check it"}], "timed_out": false})
+    );
+}
+
+/// A call cancelled while it runs (its subscription stream is open and nothing has arrived)
+/// stops at once and returns its partial work with the meter.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_cancelled_while_running_returns_its_partial_work() {
+    let (url, mut opened, _events) = event_stream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(&url, dir.path());
+    let catalogue = Catalogue::new(&config(true)).unwrap();
+    let waiting = catalogue.call(
+        &ctx,
+        "bernstein_subscribe",
+        json!({"role": "qa", "timeout_seconds": 30}),
+    );
+    let cancelling = async {
+        opened.recv().await.unwrap();
+        ctx.cancel.cancel();
+    };
+    let (outcome, ()) = tokio::join!(waiting, cancelling);
+    assert!(outcome.cancelled, "{}", outcome.text);
+    assert!(!outcome.is_error);
+    assert_eq!(
+        outcome.partial,
+        [r#"{"status": "running", "tool": "bernstein_subscribe"}"#]
+    );
+    let meter = outcome.meter.as_ref().unwrap();
+    assert_eq!(meter["tool"], "bernstein_subscribe");
+}
+
+/// A tool's declared timeout is enforced: `bernstein_subscribe` declares 65 s. Its schema caps
+/// `timeout_seconds` at 60, so only a permissive server (validation failures are warnings)
+/// lets a subscription ask for 120 s; on a stream that never delivers, the call is stopped at
+/// 65 s with the reference's timeout answer (the subscription's own deadline would answer
+/// `timed_out` instead). This test takes the 65 s of real time it is about.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_declared_timeout_stops_the_call() {
+    let (url, mut opened, _events) = event_stream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(&url, dir.path());
+    let catalogue = Catalogue::new(&bernstein_tools::ToolConfig {
+        validation: bernstein_tools::Validation::Permissive,
+        ..config(false)
+    })
+    .unwrap();
+    let waiting = catalogue.call(
+        &ctx,
+        "bernstein_subscribe",
+        json!({"role": "qa", "timeout_seconds": 120}),
+    );
+    // The bound only keeps a call that never connects from hanging the suite.
+    let opened = tokio::time::timeout(std::time::Duration::from_secs(150), opened.recv());
+    let (outcome, line) = tokio::join!(waiting, opened);
+    assert_eq!(
+        line.ok().flatten().as_deref(),
+        Some("GET /events/tasks?role=qa HTTP/1.1"),
+        "{}",
+        outcome.text
+    );
+    assert!(!outcome.cancelled && !outcome.is_error, "{}", outcome.text);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&outcome.text).unwrap(),
+        json!({
+            "error": "tool bernstein_subscribe exceeded its declared timeout of 65s",
+            "tool": "bernstein_subscribe",
+            "timeoutSeconds": 65,
+            "timeout": true,
+        })
+    );
+}

@@ -136,7 +136,7 @@ async fn run_claim_message_artifact_complete() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn approve_signs_off_a_held_result_only() {
+async fn approve_refuses_a_task_that_is_not_held() {
     let project = Project::new(config(false));
     let created = project
         .call(
@@ -209,29 +209,44 @@ async fn subscribe_sees_a_new_task_or_times_out() {
         json!({"notifications": [], "timed_out": true})
     );
 
+    // No sleep guesses when the subscription has taken its snapshot of known tasks: tasks are
+    // created one at a time until the subscription answers, and it must name one of them (the
+    // first it had not seen; remote.rs checks the order against a server that signals).
     let waiting = project.call(
         "bernstein_subscribe",
         json!({"role": "qa", "timeout_seconds": 30}),
     );
-    let creating = async {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        project
+    tokio::pin!(waiting);
+    let mut created = Vec::new();
+    let notified = loop {
+        assert!(created.len() < 200, "no notification after 200 new tasks");
+        let title = format!("check {}", created.len());
+        let outcome = project
             .call(
                 "bernstein_create_task",
-                json!({"title": "check it", "description": "d", "role": "qa"}),
+                json!({"title": title, "description": "d", "role": "qa"}),
             )
-            .await
+            .await;
+        created.push(payload(&outcome)["id"].clone());
+        tokio::select! {
+            notified = &mut waiting => break notified,
+            () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+        }
     };
-    let (notified, created) = tokio::join!(waiting, creating);
-    let id = payload(&created)["id"].clone();
+    let body = payload(&notified);
+    let id = body["notifications"][0]["task_id"].clone();
+    let position = created
+        .iter()
+        .position(|c| *c == id)
+        .unwrap_or_else(|| panic!("notified of a task it did not see created: {body}"));
     assert_eq!(
-        payload(&notified),
-        json!({"notifications": [{"task_id": id, "title": "check it"}], "timed_out": false})
+        body,
+        json!({"notifications": [{"task_id": id, "title": format!("check {position}")}], "timed_out": false})
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_cancelled_call_returns_its_partial_work() {
+async fn a_call_cancelled_before_it_starts_returns_the_running_chunk() {
     let project = Project::new(config(true));
     let ctx = project.ctx.clone();
     ctx.cancel.cancel();
@@ -304,4 +319,62 @@ async fn a_stale_backlog_never_grants_a_second_claim() {
         .filter(|r| r.event_type == "task.claim_receipt" && r.resource_id == ids[0])
         .count();
     assert_eq!(receipts, 1, "one task, one granted claim receipt");
+}
+
+/// The deprecated `bernstein_tasks` lists the task rows (filtered by status when asked), and
+/// `bernstein_scenarios` lists the same scenarios as `bernstein_scenario {"action": "list"}`;
+/// both answer inside the alias wrapper.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tasks_and_scenarios_aliases_answer_their_replacements() {
+    let project = Project::new(bernstein_tools::ToolConfig {
+        tier: bernstein_tools::Tier::All,
+        ..config(false)
+    });
+    let mut ids = Vec::new();
+    for title in ["first", "second"] {
+        let created = project
+            .call(
+                "bernstein_create_task",
+                json!({"title": title, "description": "d"}),
+            )
+            .await;
+        ids.push(payload(&created)["id"].as_str().unwrap().to_owned());
+    }
+    project
+        .call("bernstein_claim", json!({"task_id": ids[0]}))
+        .await;
+    let completed = project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": ids[0], "result_summary": "ok"}),
+        )
+        .await;
+    assert_eq!(payload(&completed)["status"], "done", "{}", completed.text);
+
+    let all = project.call("bernstein_tasks", json!({})).await;
+    let rows = payload(&all)["result"].clone();
+    let listed: Vec<(&str, &str)> = rows
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {}", all.text))
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(ids[0].as_str(), "done"), (ids[1].as_str(), "open")]
+    );
+    let done = project
+        .call("bernstein_tasks", json!({"status": "done"}))
+        .await;
+    let rows = payload(&done)["result"].clone();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{}", done.text);
+    assert_eq!(rows[0]["id"], ids[0].as_str());
+    assert_eq!(rows[0]["result_summary"], "ok");
+
+    let scenarios = project.call("bernstein_scenarios", json!({})).await;
+    let listed = project
+        .call("bernstein_scenario", json!({"action": "list"}))
+        .await;
+    assert_eq!(payload(&scenarios)["result"], payload(&listed));
+    assert_eq!(payload(&listed).as_array().unwrap().len(), 8);
 }
