@@ -1,7 +1,7 @@
 //! The capsule and its signed on-disk record `.sdd/context/capsules/<task_id>.json`
 //! (the reference's `ContextCapsule` and `SignedContextCapsule`).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -440,7 +440,10 @@ pub fn read_capsule_record(project_root: &Path, task_id: &str) -> Result<Capsule
 pub fn write_capsule_record(project_root: &Path, signed: &SignedContextCapsule) -> Result<PathBuf> {
     let path = capsule_record_path(project_root, &signed.capsule.task_id)?;
     let parent = path.parent().unwrap_or(project_root);
-    fs::create_dir_all(parent).map_err(|err| Error::io("create directory", parent, err))?;
+    // Directories we create have their parents fsynced, so the capsule cannot vanish with a
+    // directory entry a crash lost.
+    crate::durable::create_dir_all_durable(parent)
+        .map_err(|err| Error::io("create directory", parent, err))?;
     let mut suffix = [0u8; 4];
     SystemRandom::new()
         .fill(&mut suffix)
@@ -468,8 +471,10 @@ pub fn write_capsule_record(project_root: &Path, signed: &SignedContextCapsule) 
         let _ = fs::remove_file(&tmp);
         return Err(err);
     }
-    File::open(parent)
-        .and_then(|dir| dir.sync_all())
+    // The rename is made durable in the parent every time; the ancestors' entries once per
+    // process, since another process may have created them and died before its own fsync.
+    crate::durable::sync_dir(parent)
+        .and_then(|()| crate::durable::ensure_entry_durable(parent))
         .map_err(|err| Error::io("sync directory", parent, err))?;
     Ok(path)
 }
@@ -554,6 +559,39 @@ mod tests {
             SignedContextCapsule::from_value(&Value::parse("[]").unwrap()),
             Err("the record is a list, not an object".to_owned())
         );
+    }
+
+    /// Issue 14 item 7: the capsule's new directories have their parents fsynced, the rename is
+    /// made durable in its directory on every write, and the ancestors up to the project root
+    /// once per process (their creator may have died before its own fsync).
+    #[test]
+    fn a_capsule_write_makes_every_entry_it_depends_on_durable() {
+        use crate::durable::seams::take_dir_syncs;
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        std::fs::create_dir(base.join(".sdd")).unwrap();
+        let identity = SigningIdentity::from_seed(&[0x44; 32]).unwrap();
+        let signed = SignedContextCapsule::seal(ContextCapsule::new("t-1", "task-t-1"), &identity);
+        take_dir_syncs();
+        let path = write_capsule_record(&base, &signed).unwrap();
+        let capsules = path.parent().unwrap().to_path_buf();
+        let syncs = take_dir_syncs();
+        // Every directory from the capsule's own up to the one holding `.sdd` was fsynced.
+        let mut dir = capsules.clone();
+        loop {
+            assert!(
+                syncs.contains(&dir),
+                "{} not fsynced: {syncs:?}",
+                dir.display()
+            );
+            if dir == base {
+                break;
+            }
+            dir = dir.parent().unwrap().to_path_buf();
+        }
+        // A second write fsyncs the rename's directory again, and nothing above it.
+        write_capsule_record(&base, &signed).unwrap();
+        assert_eq!(take_dir_syncs(), vec![capsules]);
     }
 
     #[test]

@@ -541,9 +541,10 @@ impl TaskLog {
             let _ = file.set_len(before).and_then(|()| file.sync_data());
             return Err(Error::storage("append to", &self.path, &e));
         }
-        if !existed {
-            fsio::sync_dir(&fsio::parent_of(&self.path)?)?;
-        }
+        // Not only when this call created the log: its creator may have died before fsyncing
+        // the directory, and nothing else would. Once per process and log, then free.
+        bernstein_journal::durable::ensure_entry_durable(&self.path)
+            .map_err(|e| Error::storage("sync the directory of", &self.path, &e))?;
         before += bytes.len() as u64;
         self.identity = Some(identity);
         if self.file.is_none() {
