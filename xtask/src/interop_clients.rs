@@ -36,8 +36,8 @@ use bernstein_tools::{Catalogue, Tier, ToolConfig};
 use serde_json::{Value, json};
 
 use crate::interop_drivers::{
-    Client, ClientKit, Expect, Op, Project, Reply, Server, Step, Transcript, brief, field,
-    field_is, inspector_reply, judge, shorten, tool_payload, verify_project,
+    Client, ClientKit, Expect, Op, Project, Reply, Server, Step, Transcript, brief, exit_zero,
+    field, field_is, inspector_reply, judge, shorten, tool_payload, verify_project,
 };
 
 /// The three prompts every client gets.
@@ -337,6 +337,41 @@ pub(crate) fn worker_steps(
     ]
 }
 
+/// A `bernstein_run_status` poll of `id` (a run id or a task id) that must read `completed`.
+fn poll_step(key: &'static str, id: &str) -> Step {
+    Step::new(
+        key,
+        Op::call("bernstein_run_status", json!({"run_id": id})),
+        Expect::payload(|p| field_is(p, "status", &Value::from("completed"))),
+    )
+}
+
+/// The settled run's handle, polled by run id, by task id and again after the closing steps'
+/// other calls, is one and the same, and its `chainHead` is set (the run's seal).
+fn polls_hold_still(transcript: &Transcript) -> Result<String, String> {
+    let poll = |key: &str| {
+        transcript
+            .payloads
+            .get(key)
+            .ok_or_else(|| format!("no {key} payload"))
+    };
+    let by_run = poll("run_status")?;
+    for key in ["run_status_by_task", "run_status_after_calls"] {
+        let other = poll(key)?;
+        if other != by_run {
+            return Err(format!(
+                "{key} differs: {} vs {}",
+                brief(other),
+                brief(by_run)
+            ));
+        }
+    }
+    match by_run.get("chainHead").and_then(Value::as_str) {
+        Some(head) if !head.is_empty() => Ok(format!("3 identical handles, chainHead {head:.12}…")),
+        _ => Err(format!("no chainHead in {}", brief(by_run))),
+    }
+}
+
 /// The rest of the tools, after the worker loop: the task surface, refusals, cancel, shutdown.
 fn closing_steps(ids: &Ids, project: &Project) -> Vec<Step> {
     let task = ids.task_id.clone().unwrap_or_default();
@@ -462,9 +497,27 @@ fn drive(
         },
         &project,
     );
-    if task_id.is_some() {
+    if let Some(task) = &task_id {
         transcript.run(client, kit, &server, &loop_steps);
+        let by_task = poll_step("run_status_by_task", task);
+        transcript.run(client, kit, &server, std::slice::from_ref(&by_task));
         transcript.run(client, kit, &server, &closing);
+        let after_calls = poll_step("run_status_after_calls", &run_id);
+        transcript.run(client, kit, &server, std::slice::from_ref(&after_calls));
+        transcript.note(
+            "polls hold still (by run id, by task id, after the closing calls)",
+            polls_hold_still(&transcript),
+        );
+        let mut verify_handle = std::process::Command::new(binary);
+        verify_handle
+            .args(["journal", "handle", &run_id, "--verify", "--workdir"])
+            .arg(&project.root)
+            .arg("--key-file")
+            .arg(&project.key);
+        transcript.note(
+            "bernstein-mcp journal handle --verify on the settled run",
+            exit_zero(&mut verify_handle, "bernstein-mcp journal handle --verify"),
+        );
     } else {
         transcript.note(
             "worker loop",
