@@ -205,7 +205,11 @@ async fn approve_signs_off_a_pending_approval_task() {
     // (the run handle issue): nothing else reaches the task server.
     assert_eq!(
         *seen.lock().unwrap(),
-        ["GET /tasks/t-7", "POST /tasks/t-7/complete", "GET /tasks/t-7"]
+        [
+            "GET /tasks/t-7",
+            "POST /tasks/t-7/complete",
+            "GET /tasks/t-7"
+        ]
     );
 }
 
