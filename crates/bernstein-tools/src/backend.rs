@@ -961,8 +961,12 @@ fn load_task_rows(root: &Path, task_id: &str) -> Result<Vec<Object>, Error> {
 
 /// Whether `id` has `root` in its parent chain among `rows`.
 fn descends_from(rows: &[Value], id: &str, root: &str) -> bool {
-    let parents: HashMap<String, Option<String>> = rows
-        .iter()
+    chain_reaches(&parent_map(rows), id, root)
+}
+
+/// Each row's id and its `parent_task_id`.
+fn parent_map(rows: &[Value]) -> HashMap<String, Option<String>> {
+    rows.iter()
         .filter_map(|row| {
             let object = row.as_object()?;
             let id = object.get("id")?.as_str()?.to_owned();
@@ -972,7 +976,12 @@ fn descends_from(rows: &[Value], id: &str, root: &str) -> bool {
                 .map(str::to_owned);
             Some((id, parent))
         })
-        .collect();
+        .collect()
+}
+
+/// Whether walking up from `id` through `parents` reaches `root`. A parent cycle in a
+/// malformed listing ends the walk instead of looping forever.
+fn chain_reaches(parents: &HashMap<String, Option<String>>, id: &str, root: &str) -> bool {
     let mut seen = BTreeSet::new();
     let mut current = parents.get(id).cloned().flatten();
     while let Some(parent) = current {
@@ -1032,35 +1041,11 @@ fn row_id(row: &Value) -> Option<String> {
 
 /// How many `rows` have `root` in their parent chain (the reference's cascade count).
 fn count_descendants(rows: &[Value], root: &str) -> u64 {
-    let parents: HashMap<String, Option<String>> = rows
-        .iter()
-        .filter_map(|row| {
-            let object = row.as_object()?;
-            let id = object.get("id")?.as_str()?.to_owned();
-            let parent = object
-                .get("parent_task_id")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            Some((id, parent))
-        })
-        .collect();
-    let mut count = 0;
-    for id in parents.keys() {
-        let mut seen = BTreeSet::new();
-        let mut current = parents.get(id).cloned().flatten();
-        while let Some(parent) = current {
-            if parent == root {
-                count += 1;
-                break;
-            }
-            // A parent cycle in a malformed listing must not loop forever.
-            if !seen.insert(parent.clone()) {
-                break;
-            }
-            current = parents.get(&parent).cloned().flatten();
-        }
-    }
-    count
+    let parents = parent_map(rows);
+    parents
+        .keys()
+        .filter(|id| chain_reaches(&parents, id, root))
+        .count() as u64
 }
 
 fn text_field(body: &Object, key: &str) -> Option<String> {
