@@ -226,7 +226,7 @@ mod tests {
         let value = challenge(&config, &forged).unwrap();
         assert_eq!(
             value,
-            "Bearer resource_metadata=\"http://evilhost.com:99x=y/.well-known/oauth-protected-resource\""
+            "Bearer resource_metadata=\"http://evilhost.com:99xy/.well-known/oauth-protected-resource\""
         );
         assert_eq!(value.matches('"').count(), 2);
         let https = headers(&[

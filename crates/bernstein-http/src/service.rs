@@ -523,7 +523,7 @@ impl Shared {
             } => {
                 let stateless = match sep2243(headers, &id, &method, &message) {
                     Ok(stateless) => stateless,
-                    Err(response) => return response,
+                    Err(refusal) => return json(StatusCode::BAD_REQUEST, &refusal),
                 };
                 self.mcp_request(id, method, message, stateless, accept)
                     .await
@@ -716,7 +716,7 @@ fn poll_call(stream: &mut CallStream, cx: &mut Context<'_>) -> Next {
 }
 
 /// The SEP-2243 header rules for a request; `Ok(true)` when it is served statelessly
-/// (2026-07-28), where an unknown method is 404.
+/// (2026-07-28), where an unknown method is 404; `Err` is the JSON-RPC error answered with 400.
 ///
 /// * an `MCP-Protocol-Version` header naming a version this server does not know: 400, -32022
 ///   with the supported list;
@@ -729,7 +729,7 @@ fn sep2243(
     id: &RequestId,
     method: &str,
     message: &JsonValue,
-) -> Result<bool, Response<ResponseBody>> {
+) -> Result<bool, JsonValue> {
     let supported: Vec<&str> = ProtocolVersion::KNOWN_VERSIONS
         .iter()
         .map(ProtocolVersion::as_str)
@@ -737,10 +737,7 @@ fn sep2243(
     let header = |name: &str| headers.get(name).map(|v| v.to_str().map(str::to_owned));
     let mismatch = |text: String| {
         let error = RpcError::new(HEADER_MISMATCH, text);
-        Err(json(
-            StatusCode::BAD_REQUEST,
-            &jsonrpc::error_response(Some(id), &error),
-        ))
+        Err(jsonrpc::error_response(Some(id), &error))
     };
     let header_version = match header("mcp-protocol-version") {
         None => None,
@@ -755,10 +752,7 @@ fn sep2243(
             format!("Unsupported protocol version: {version}"),
         )
         .with_data(json!({"supported": supported, "requested": version}));
-        return Err(json(
-            StatusCode::BAD_REQUEST,
-            &jsonrpc::error_response(Some(id), &error),
-        ));
+        return Err(jsonrpc::error_response(Some(id), &error));
     }
     let params = message.get("params");
     let meta_version = params
