@@ -19,7 +19,8 @@
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8053").await?;
 //! let config = HttpConfig::builder(listener.local_addr()?).build()?;
 //! let service = McpHttp::new(dispatcher, config);
-//! serve(listener, service, async { let _ = tokio::signal::ctrl_c().await; }).await
+//! // Any future ends the server: a signal, a oneshot, or never.
+//! serve(listener, service, std::future::pending()).await
 //! # }
 //! ```
 //!
