@@ -44,6 +44,16 @@ impl InFlight {
         }
     }
 
+    /// Cancels every call in flight (shutdown past its grace); returns how many.
+    pub(crate) fn cancel_all(&self) -> usize {
+        let calls = self.lock();
+        calls
+            .values()
+            .flat_map(HashMap::values)
+            .map(CallScope::cancel_all)
+            .sum()
+    }
+
     /// Cancels the calls with `id`; returns how many were found.
     pub(crate) fn cancel(&self, id: &RequestId) -> usize {
         let calls = self.lock();

@@ -9,9 +9,9 @@
 //!
 //! When `shutdown` resolves, the listener is closed (new connections are refused), SSE streams
 //! are ended, and every open connection is asked to finish the request in flight and close;
-//! `serve` returns once they have, or after [`HttpConfig::shutdown_grace`]. A call already
-//! anchored finishes its evidence within that bound because the dispatcher writes it before the
-//! answer is produced.
+//! `serve` returns once they have. Calls still running after [`HttpConfig::shutdown_grace`] are
+//! cancelled, so each answers with its partial work, and get one more second before the
+//! connections are abandoned.
 //!
 //! [`HttpConfig::header_read_timeout`]: crate::HttpConfig::header_read_timeout
 //! [`HttpConfig::max_connections`]: crate::HttpConfig::max_connections
@@ -30,6 +30,9 @@ use tokio::sync::Semaphore;
 
 use crate::error::Error;
 use crate::service::McpHttp;
+
+/// How long calls cancelled at the end of the shutdown grace get to answer.
+const CANCEL_GRACE: Duration = Duration::from_secs(1);
 
 /// Serves `service` on `listener` until `shutdown` resolves, then shuts down gracefully (see
 /// the module docs).
@@ -86,13 +89,30 @@ where
         });
     }
     drop(listener);
-    service.close_streams();
+    let stragglers = service.close_streams();
     tracing::info!("shutting down: finishing the requests in flight");
+    let closed = graceful.shutdown();
+    tokio::pin!(closed);
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
-        () = tokio::time::sleep(config.shutdown_grace()) => {
-            tracing::warn!("connections still open after {:?} were abandoned", config.shutdown_grace());
+        () = &mut closed => {
+            tracing::info!("all connections closed");
+            return Ok(());
         }
+        () = tokio::time::sleep(config.shutdown_grace()) => {}
+    }
+    // Past the grace: the calls still running are cancelled and get a moment to answer with
+    // their partial work before the connections are abandoned.
+    let cancelled = stragglers.cancel();
+    tracing::warn!(
+        cancelled,
+        "calls still running {:?} after shutdown began were cancelled",
+        config.shutdown_grace()
+    );
+    if tokio::time::timeout(CANCEL_GRACE, &mut closed)
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open were abandoned");
     }
     Ok(())
 }

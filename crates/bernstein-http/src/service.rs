@@ -38,7 +38,7 @@ use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::auth::{self, PROTECTED_RESOURCE_PATH, Refusal};
 use crate::body::{
@@ -131,7 +131,12 @@ impl McpHttp {
         });
         let stack = ServiceBuilder::new()
             .map_response(box_response)
-            .layer(TraceLayer::new_for_http())
+            // A refusal or a 503 from the readiness probe is an answer, not a server fault:
+            // logged at warn, so a load balancer's probes do not flood the error log.
+            .layer(
+                TraceLayer::new_for_http()
+                    .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)),
+            )
             .layer(cors)
             .map_response(box_response)
             .layer(RequestBodyLimitLayer::new(shared.config.body_limit))
@@ -152,9 +157,31 @@ impl McpHttp {
         &self.shared.config
     }
 
-    /// Ends every open SSE stream (at shutdown, so that graceful connection close can finish).
-    pub fn close_streams(&self) {
-        self.shared.streams.close_all();
+    /// Ends every open SSE stream (at shutdown, so that graceful connection close can finish);
+    /// the returned handle cancels whatever is still running if the grace runs out.
+    pub(crate) fn close_streams(&self) -> Stragglers {
+        Stragglers {
+            shared: Arc::clone(&self.shared),
+            streams: self.shared.streams.close_all(),
+        }
+    }
+}
+
+/// The calls still running at shutdown.
+pub(crate) struct Stragglers {
+    shared: Arc<Shared>,
+    streams: Vec<CallScope>,
+}
+
+impl Stragglers {
+    /// Cancels them, so each answers with its partial work; returns how many.
+    pub(crate) fn cancel(&self) -> usize {
+        self.shared.in_flight.cancel_all()
+            + self
+                .streams
+                .iter()
+                .map(CallScope::cancel_all)
+                .sum::<usize>()
     }
 }
 

@@ -54,8 +54,12 @@ impl Streams {
     }
 
     /// Forgets every stream: their bodies end once the calls still answering on them finish.
-    pub(crate) fn close_all(&self) {
-        self.lock().clear();
+    /// Returns the streams' scopes, so a shutdown past its grace can cancel their calls.
+    pub(crate) fn close_all(&self) -> Vec<CallScope> {
+        self.lock()
+            .drain()
+            .map(|(_, stream)| stream.scope)
+            .collect()
     }
 }
 

@@ -3,6 +3,7 @@
 mod bad_input;
 mod embed;
 mod protection;
+mod refusal_metrics;
 mod sse;
 mod streamable;
 mod support;

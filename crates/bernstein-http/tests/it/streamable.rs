@@ -560,3 +560,38 @@ async fn shutdown_lets_the_call_in_flight_finish() {
     // New connections are refused once the server stopped.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+#[tokio::test]
+async fn shutdown_past_its_grace_cancels_the_calls_still_running() {
+    let server = Server::with(|b| b, |c| c.shutdown_grace(Duration::from_millis(300))).await;
+    let addr = server.addr;
+    let host = server.host();
+    let running = tokio::spawn(async move {
+        let bytes = crate::support::request_bytes(
+            &host,
+            "POST",
+            "/mcp",
+            &[("content-type", "application/json")],
+            subscribe(1).to_string().as_bytes(),
+        );
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stream, &bytes)
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut out)
+            .await
+            .unwrap();
+        crate::support::Reply::parse(&out)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.stop().await;
+    let reply = running.await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.json()["result"]["cancelled"],
+        true,
+        "{}",
+        reply.body_text()
+    );
+}
