@@ -2,5 +2,6 @@
 //! dispatcher, catalogue and embedded backend.
 
 mod framing;
+mod fuzz_twins;
 mod hostile;
 mod session;
