@@ -4,4 +4,5 @@
 mod framing;
 mod fuzz_twins;
 mod hostile;
+mod nesting;
 mod session;
