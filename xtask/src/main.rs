@@ -8,7 +8,9 @@
 //! * `interop [evidence | clients | loop]`: feeds trees written by bernstein-mcp to the
 //!   reference's own verifiers (`evidence`), drives the binary over stdio with real MCP clients
 //!   (`clients`), and runs the worker loop end to end on both backends (`loop`); no stage runs
-//!   them all.
+//!   them all;
+//! * `fuzz [--seconds N] [TARGET...]`: the cargo-fuzz targets in `fuzz/` (nightly), N seconds
+//!   each, seeded with the committed corpus.
 
 #![allow(
     clippy::print_stderr,
@@ -19,6 +21,7 @@
 mod bench;
 mod bench_stdio;
 mod codegen;
+mod fuzz;
 mod interop;
 mod interop_clients;
 mod interop_drivers;
@@ -35,10 +38,11 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("codegen") => codegen::run(&args[1..]),
         Some("interop") => interop::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
-                 interop [evidence | clients | loop]>"
+                 interop [evidence | clients | loop] | fuzz [--seconds N] [TARGET...]>"
             );
             return ExitCode::from(2);
         }

@@ -7,8 +7,9 @@
 //!   [`recovered_head`] (the MAC-valid head appenders chain onto), and per run through
 //!   [`head_index`] (what `bernstein_run_status` embeds: the newest entry naming the run).
 //! * Searching from the end: [`newest_record_where`] (the newest valid record of a kind).
-//! * Verifying: [`verify`] streams every segment (archives first) and returns a
-//!   [`VerifyReport`] listing every hard error and every tear, with the reference's verdict;
+//! * Verifying: [`verify`] streams every segment (archives first), analyses the lines on every
+//!   core, and returns a [`VerifyReport`] listing every hard error and every tear, with the
+//!   reference's verdict ([`verify_sequential`] returns the same report from one thread);
 //!   [`verified_records`] iterates over the records that verify, with the same verdict at the
 //!   end.
 //!
@@ -23,6 +24,7 @@ mod report;
 mod search;
 mod segments;
 mod verify;
+mod verify_parallel;
 
 pub use append::{AppendedRecord, AuditChain, AuditClock, AuditEvent, SealedTear};
 pub use clock::Timestamp;
@@ -34,7 +36,10 @@ pub use record::{
 pub use report::{Finding, FindingKind, Tear, TearClass, VerifyProgress, VerifyReport};
 pub use search::newest_record_where;
 pub use segments::{ARCHIVE_DIR, ARCHIVED_SUFFIX, LIVE_SUFFIX, MAX_LINE_BYTES};
-pub use verify::{VerifiedRecord, VerifiedRecords, verified_records, verify, verify_with_progress};
+pub use verify::{
+    VerifiedRecord, VerifiedRecords, verified_records, verify, verify_sequential,
+    verify_with_progress,
+};
 
 /// Name of the cross-process append lock file inside the audit directory.
 pub const LOCK_FILE_NAME: &str = ".chain.lock";

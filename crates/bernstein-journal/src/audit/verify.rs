@@ -72,7 +72,7 @@ pub struct VerifiedRecord {
 
 /// How a failing line failed, for the tear classifier (`_LineFinding.kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FailureKind {
+pub(crate) enum FailureKind {
     Undecodable,
     InvalidJson,
     NotObject,
@@ -113,10 +113,189 @@ struct SegmentStats {
     missing_newline: Option<usize>,
 }
 
+/// Where a line sits in its segment, without its bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LineMeta {
+    /// 1-based physical line number.
+    line_no: u64,
+    offset: u64,
+    len: u64,
+    terminated: bool,
+}
+
+impl LineMeta {
+    pub(crate) fn of(line_no: u64, line: &Line) -> LineMeta {
+        LineMeta {
+            line_no,
+            offset: line.offset,
+            len: line.len,
+            terminated: line.terminated,
+        }
+    }
+}
+
+/// What one line says on its own, before the chain state is applied to it. Computing it is
+/// nearly all of the verifier's work (decoding, canonical-bytes check, HMAC), and it needs no
+/// state but the predecessor's `hmac`, so the parallel verifier computes it on worker threads.
+pub(crate) enum LineAnalysis {
+    /// An empty piece: a physical line, not an entry.
+    Blank,
+    /// The line failed before linkage could be checked: the chain head stays where it was.
+    Defect {
+        kind: FailureKind,
+        findings: Vec<(FindingKind, String)>,
+    },
+    /// The line is a canonical record of a supported scheme.
+    Parsed(Box<ParsedLine>),
+}
+
+/// A canonical record line, ready for the linkage and HMAC checks.
+pub(crate) struct ParsedLine {
+    scheme: Scheme,
+    stored_hmac: String,
+    entry_prev: String,
+    /// The bytes the HMAC covers after the predecessor.
+    pre_image: String,
+    /// `(assumed predecessor, expected hmac)`, when the analysis knew a predecessor to assume.
+    /// Applying it checks that the assumption was the chain's actual head and recomputes the
+    /// HMAC over `pre_image` otherwise.
+    expected: Option<(String, String)>,
+    event_type: String,
+    /// The message of the stated-predecessor finding, when the record names a predecessor
+    /// other than its own `prev_hmac`.
+    stated_mismatch: Option<String>,
+    /// `details` of a torn-record or tear-acknowledgement marker.
+    marker_details: Option<Object>,
+    /// The record (without `hmac`) and its `hmac` value, kept only when the walk yields records.
+    record: Option<(Object, Option<Value>)>,
+}
+
+impl LineAnalysis {
+    /// The stored `hmac` of a parsed line: the chain head once the line has been applied.
+    pub(crate) fn head_after(&self) -> Option<&str> {
+        match self {
+            LineAnalysis::Parsed(parsed) => Some(&parsed.stored_hmac),
+            LineAnalysis::Blank | LineAnalysis::Defect { .. } => None,
+        }
+    }
+}
+
+/// `details` when it is an object, else empty.
+fn details_of(record: &Object) -> Object {
+    match record.get("details") {
+        Some(Value::Object(details)) => details.clone(),
+        _ => Object::new(),
+    }
+}
+
+/// Analyses one line of segment `name`; `assumed_prev` is the chain head the line is expected
+/// to follow, when known.
+pub(crate) fn analyze_line(
+    key: &AuditKey,
+    name: &str,
+    line_no: u64,
+    line: &Line,
+    assumed_prev: Option<&str>,
+    want_records: bool,
+) -> LineAnalysis {
+    if line.len == 0 {
+        return LineAnalysis::Blank;
+    }
+    let defect = |kind, finding_kind, message| LineAnalysis::Defect {
+        kind,
+        findings: vec![(finding_kind, message)],
+    };
+    let Some(bytes) = line.bytes.as_deref() else {
+        return defect(
+            FailureKind::TooLong,
+            FindingKind::LineTooLong,
+            format!(
+                "{name}:{line_no}: line of {} bytes exceeds the {MAX_LINE_BYTES}-byte limit",
+                line.len
+            ),
+        );
+    };
+    let CanonicalRecord {
+        mut record,
+        scheme,
+        lone_surrogates,
+    } = match parse_record_line(bytes, true) {
+        Ok(parsed) => parsed,
+        Err(found) => {
+            return match found {
+                LineDefect::Undecodable { position, message } => defect(
+                    FailureKind::Undecodable,
+                    FindingKind::Undecodable,
+                    format!(
+                        "{name}:{line_no}: undecodable bytes at offset {} - {message}",
+                        line.offset + position as u64
+                    ),
+                ),
+                LineDefect::InvalidJson(err) => defect(
+                    FailureKind::InvalidJson,
+                    FindingKind::InvalidJson,
+                    format!("{name}:{line_no}: invalid JSON - {err}"),
+                ),
+                LineDefect::NotObject => defect(
+                    FailureKind::NotObject,
+                    FindingKind::NotAnObject,
+                    format!("{name}:{line_no}: entry is not a JSON object"),
+                ),
+                LineDefect::UnsupportedScheme(repr) => defect(
+                    FailureKind::UnsupportedScheme,
+                    FindingKind::UnsupportedScheme,
+                    format!("{name}:{line_no}: unsupported audit scheme {repr}"),
+                ),
+                LineDefect::NonCanonical => defect(
+                    FailureKind::NonCanonical,
+                    FindingKind::NonCanonical,
+                    format!("{name}:{line_no}: non-canonical line bytes"),
+                ),
+            };
+        }
+    };
+    let scheme = scheme.unwrap_or(Scheme::V1);
+    let stored_value = record.remove("hmac");
+    let stored_hmac = stored_value.as_ref().map(python_str).unwrap_or_default();
+    let entry_prev = record.get("prev_hmac").map(python_str).unwrap_or_default();
+    let pre_image = if lone_surrogates {
+        None
+    } else {
+        canonical_line_pre_image(bytes).and_then(|b| String::from_utf8(b).ok())
+    }
+    .unwrap_or_else(|| body_pre_image(&record, lone_surrogates));
+    let expected =
+        assumed_prev.map(|prev| (prev.to_owned(), hmac_over(key, scheme, prev, &pre_image)));
+    let event_type = record.get("event_type").map(python_str).unwrap_or_default();
+    let stated_mismatch = stated_predecessor(&event_type, &record)
+        .filter(|stated| !constant_time_eq(stated.as_bytes(), entry_prev.as_bytes()))
+        .map(|stated| {
+            format!(
+                "{name}:{line_no}: stated chain predecessor {}\u{2026} is not the record's own predecessor {}\u{2026}",
+                prefix_chars(stated, 16),
+                prefix_chars(&entry_prev, 16)
+            )
+        });
+    // Cloning the details only when someone needs them keeps the plain verify path cheap.
+    let marker_details = (event_type == EVENT_CHAIN_TORN_RECORD
+        || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED)
+        .then(|| details_of(&record));
+    LineAnalysis::Parsed(Box::new(ParsedLine {
+        scheme,
+        stored_hmac,
+        entry_prev,
+        pre_image,
+        expected,
+        event_type,
+        stated_mismatch,
+        marker_details,
+        record: want_records.then_some((record, stored_value)),
+    }))
+}
+
 /// The segment being read.
 struct OpenSegment {
     segment: Segment,
-    lines: LineReader<Box<dyn BufRead + Send>>,
     counter: ByteCounter,
     line_no: u64,
     last_line: Option<(u64, u64, bool)>,
@@ -128,18 +307,45 @@ struct OpenSegment {
     verified: u64,
 }
 
+impl OpenSegment {
+    fn fail(&mut self, meta: LineMeta, kind: FailureKind, findings: Vec<(FindingKind, String)>) {
+        let start = self.findings.len();
+        for (finding_kind, message) in findings {
+            self.findings.push(Finding {
+                file: self.segment.name.clone(),
+                line: Some(meta.line_no),
+                offset: Some(meta.offset),
+                kind: finding_kind,
+                message,
+            });
+        }
+        self.failures.push(LineFailure {
+            segment: 0,
+            line: meta.line_no,
+            offset: meta.offset,
+            kind,
+            findings: (start..self.findings.len()).collect(),
+        });
+    }
+}
+
 enum Step {
     Record(Box<VerifiedRecord>),
     Continue,
     Done,
 }
 
-/// The walk over one audit directory.
+/// The walk over one audit directory: the chain state, and (for the sequential verifier) the
+/// segments still to read. The parallel verifier takes the segment list away, reads and
+/// analyses the lines on other threads and feeds the results back in order through
+/// [`Walk::begin_segment`], [`Walk::apply_line`], [`Walk::end_segment`] and
+/// [`Walk::stop_unreadable`], so both verifiers fold findings with the same code.
 pub(crate) struct Walk<'a> {
     audit_dir: PathBuf,
     key: &'a AuditKey,
     want_records: bool,
     queue: VecDeque<Segment>,
+    reader: Option<LineReader<Box<dyn BufRead + Send>>>,
     current: Option<OpenSegment>,
     prev: String,
     findings: Vec<Finding>,
@@ -162,6 +368,7 @@ impl<'a> Walk<'a> {
             key,
             want_records,
             queue: VecDeque::new(),
+            reader: None,
             current: None,
             prev: GENESIS_HMAC.to_owned(),
             findings: Vec::new(),
@@ -203,61 +410,92 @@ impl<'a> Walk<'a> {
         walk
     }
 
+    pub(crate) fn audit_dir(&self) -> &Path {
+        &self.audit_dir
+    }
+
+    pub(crate) fn key(&self) -> &'a AuditKey {
+        self.key
+    }
+
+    /// Hands the segments still to read to another reader.
+    pub(crate) fn take_segments(&mut self) -> Vec<Segment> {
+        if self.stopped {
+            return Vec::new();
+        }
+        self.queue.drain(..).collect()
+    }
+
     fn step(&mut self) -> Step {
         if self.stopped || self.finished {
             return Step::Done;
         }
-        let Some(current) = self.current.as_mut() else {
+        let (Some(current), Some(reader)) = (self.current.as_mut(), self.reader.as_mut()) else {
             let Some(segment) = self.queue.pop_front() else {
                 self.finished = true;
                 return Step::Done;
             };
-            self.open(segment);
+            match open_segment(&self.audit_dir, &segment) {
+                Ok((reader, counter)) => {
+                    self.reader = Some(LineReader::new(reader));
+                    self.begin_segment(segment, counter);
+                }
+                Err(err) => self.stop_unreadable(&segment, &err),
+            }
             return Step::Continue;
         };
-        match current.lines.next_line() {
-            Ok(Some(line)) => self.check_line(line),
+        match reader.next_line() {
+            Ok(Some(line)) => {
+                let line_no = current.line_no + 1;
+                let analysis = analyze_line(
+                    self.key,
+                    &current.segment.name,
+                    line_no,
+                    &line,
+                    Some(&self.prev),
+                    self.want_records,
+                );
+                match self.apply_line(LineMeta::of(line_no, &line), analysis) {
+                    Some(record) => Step::Record(Box::new(record)),
+                    None => Step::Continue,
+                }
+            }
             Ok(None) => {
-                self.finish_segment();
+                let total = reader.position();
+                self.reader = None;
+                self.end_segment(total);
                 Step::Continue
             }
             Err(err) => {
                 let segment = current.segment.clone();
-                self.current = None;
+                self.reader = None;
                 self.stop_unreadable(&segment, &err);
                 Step::Continue
             }
         }
     }
 
-    fn open(&mut self, segment: Segment) {
-        let opened = match segment.kind {
-            SegmentKind::Archived => open_forward(&segment),
-            SegmentKind::Live => open_live_with_fallback(&self.audit_dir, &segment),
-        };
-        match opened {
-            Ok((reader, counter)) => {
-                self.current = Some(OpenSegment {
-                    segment,
-                    lines: LineReader::new(reader),
-                    counter,
-                    line_no: 0,
-                    last_line: None,
-                    findings: Vec::new(),
-                    failures: Vec::new(),
-                    markers: Vec::new(),
-                    ok_end: 0,
-                    entries: 0,
-                    verified: 0,
-                });
-            }
-            Err(err) => self.stop_unreadable(&segment, &err),
-        }
+    /// Starts checking `segment`, whose reader counts its on-disk bytes in `counter`.
+    pub(crate) fn begin_segment(&mut self, segment: Segment, counter: ByteCounter) {
+        self.current = Some(OpenSegment {
+            segment,
+            counter,
+            line_no: 0,
+            last_line: None,
+            findings: Vec::new(),
+            failures: Vec::new(),
+            markers: Vec::new(),
+            ok_end: 0,
+            entries: 0,
+            verified: 0,
+        });
     }
 
     /// The reference stops at a segment it cannot read: it cannot establish linkage past it.
-    /// The errors so far are all reported as hard errors, and no tear is computed.
-    fn stop_unreadable(&mut self, segment: &Segment, err: &io::Error) {
+    /// The errors so far are all reported as hard errors, and no tear is computed. Whatever
+    /// the unreadable segment contributed before the failure is dropped with it.
+    pub(crate) fn stop_unreadable(&mut self, segment: &Segment, err: &io::Error) {
+        self.current = None;
         let (kind, message) = match segment.kind {
             SegmentKind::Archived => (
                 FindingKind::UnreadableArchive,
@@ -278,108 +516,44 @@ impl<'a> Walk<'a> {
         self.stopped = true;
     }
 
-    fn check_line(&mut self, line: Line) -> Step {
-        let Some(current) = self.current.as_mut() else {
-            return Step::Continue;
-        };
-        current.line_no += 1;
-        let line_no = current.line_no;
-        current.last_line = Some((line_no, line.offset, line.terminated));
-        if line.len == 0 {
-            return Step::Continue;
-        }
-        current.entries += 1;
-        let name = current.segment.name.clone();
-        let fail =
-            |current: &mut OpenSegment, kind: FailureKind, findings: Vec<(FindingKind, String)>| {
-                let start = current.findings.len();
-                for (finding_kind, message) in findings {
-                    current.findings.push(Finding {
-                        file: current.segment.name.clone(),
-                        line: Some(line_no),
-                        offset: Some(line.offset),
-                        kind: finding_kind,
-                        message,
-                    });
-                }
-                current.failures.push(LineFailure {
-                    segment: 0,
-                    line: line_no,
-                    offset: line.offset,
-                    kind,
-                    findings: (start..current.findings.len()).collect(),
-                });
-            };
-        let Some(bytes) = line.bytes.as_deref() else {
-            fail(
-                current,
-                FailureKind::TooLong,
-                vec![(
-                    FindingKind::LineTooLong,
-                    format!(
-                        "{name}:{line_no}: line of {} bytes exceeds the {MAX_LINE_BYTES}-byte limit",
-                        line.len
-                    ),
-                )],
-            );
-            return Step::Continue;
-        };
-        let CanonicalRecord {
-            mut record,
-            scheme,
-            lone_surrogates,
-        } = match parse_record_line(bytes, true) {
-            Ok(parsed) => parsed,
-            Err(defect) => {
-                let (kind, finding_kind, message) = match defect {
-                    LineDefect::Undecodable { position, message } => (
-                        FailureKind::Undecodable,
-                        FindingKind::Undecodable,
-                        format!(
-                            "{name}:{line_no}: undecodable bytes at offset {} - {message}",
-                            line.offset + position as u64
-                        ),
-                    ),
-                    LineDefect::InvalidJson(err) => (
-                        FailureKind::InvalidJson,
-                        FindingKind::InvalidJson,
-                        format!("{name}:{line_no}: invalid JSON - {err}"),
-                    ),
-                    LineDefect::NotObject => (
-                        FailureKind::NotObject,
-                        FindingKind::NotAnObject,
-                        format!("{name}:{line_no}: entry is not a JSON object"),
-                    ),
-                    LineDefect::UnsupportedScheme(repr) => (
-                        FailureKind::UnsupportedScheme,
-                        FindingKind::UnsupportedScheme,
-                        format!("{name}:{line_no}: unsupported audit scheme {repr}"),
-                    ),
-                    LineDefect::NonCanonical => (
-                        FailureKind::NonCanonical,
-                        FindingKind::NonCanonical,
-                        format!("{name}:{line_no}: non-canonical line bytes"),
-                    ),
-                };
-                fail(current, kind, vec![(finding_kind, message)]);
-                return Step::Continue;
+    /// Applies the chain state to the next line of the current segment: linkage and HMAC
+    /// (a failure adopts the stored `hmac` as the new head), then the stated predecessor.
+    /// Returns the record when it verified and the walk yields records.
+    pub(crate) fn apply_line(
+        &mut self,
+        meta: LineMeta,
+        analysis: LineAnalysis,
+    ) -> Option<VerifiedRecord> {
+        let current = self.current.as_mut()?;
+        current.line_no = meta.line_no;
+        current.last_line = Some((meta.line_no, meta.offset, meta.terminated));
+        let parsed = match analysis {
+            LineAnalysis::Blank => return None,
+            LineAnalysis::Defect { kind, findings } => {
+                current.entries += 1;
+                current.fail(meta, kind, findings);
+                return None;
             }
+            LineAnalysis::Parsed(parsed) => parsed,
         };
-        let scheme = scheme.unwrap_or(Scheme::V1);
-        let stored_value = record.remove("hmac");
-        let stored_hmac = stored_value.as_ref().map(python_str).unwrap_or_default();
-        let entry_prev = record.get("prev_hmac").map(python_str).unwrap_or_default();
-        let pre_image = if lone_surrogates {
-            None
-        } else {
-            canonical_line_pre_image(bytes).and_then(|b| String::from_utf8(b).ok())
-        };
-        let expected = hmac_over(
-            self.key,
+        current.entries += 1;
+        let ParsedLine {
             scheme,
-            &self.prev,
-            &pre_image.unwrap_or_else(|| body_pre_image(&record, lone_surrogates)),
-        );
+            stored_hmac,
+            entry_prev,
+            pre_image,
+            expected,
+            event_type,
+            stated_mismatch,
+            marker_details,
+            record,
+        } = *parsed;
+        let expected = match expected {
+            Some((assumed, expected)) if assumed == self.prev => expected,
+            _ => hmac_over(self.key, scheme, &self.prev, &pre_image),
+        };
+        let name = &current.segment.name;
+        let line_no = meta.line_no;
         let mut mismatches = Vec::new();
         if !constant_time_eq(entry_prev.as_bytes(), self.prev.as_bytes()) {
             mismatches.push((
@@ -402,62 +576,49 @@ impl<'a> Walk<'a> {
             ));
         }
         if !mismatches.is_empty() {
-            fail(current, FailureKind::InvalidHmac, mismatches);
+            current.fail(meta, FailureKind::InvalidHmac, mismatches);
             self.prev = stored_hmac;
-            return Step::Continue;
+            return None;
         }
-
-        let event_type = record.get("event_type").map(python_str).unwrap_or_default();
-        if let Some(stated) = stated_predecessor(&event_type, &record)
-            && !constant_time_eq(stated.as_bytes(), entry_prev.as_bytes())
-        {
+        if let Some(message) = stated_mismatch {
             // A genuine record (canonical bytes, valid MAC) that names the wrong predecessor is
             // not damage: it is reported as a hard error and never handed to the tear model,
             // which could otherwise reclassify it as clearable tail damage.
             current.findings.push(Finding {
                 file: name.clone(),
                 line: Some(line_no),
-                offset: Some(line.offset),
+                offset: Some(meta.offset),
                 kind: FindingKind::StatedPredecessorMismatch,
-                message: format!(
-                    "{name}:{line_no}: stated chain predecessor {}\u{2026} is not the record's own predecessor {}\u{2026}",
-                    prefix_chars(stated, 16),
-                    prefix_chars(&entry_prev, 16)
-                ),
+                message,
             });
         }
-        current.ok_end = line.offset + line.len + u64::from(line.terminated);
+        current.ok_end = meta.offset + meta.len + u64::from(meta.terminated);
         current.verified += 1;
-        // Cloning the details only when someone needs them keeps the plain verify path cheap.
-        let details = || match record.get("details") {
-            Some(Value::Object(details)) => details.clone(),
-            _ => Object::new(),
-        };
-        if event_type == EVENT_CHAIN_TORN_RECORD || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED {
+        if let Some(details) = marker_details {
             current.markers.push(Marker {
                 segment: 0,
                 line: line_no,
                 torn: event_type == EVENT_CHAIN_TORN_RECORD,
-                details: details(),
+                details,
             });
         }
+        let Some((record, stored_value)) = record else {
+            self.prev = stored_hmac;
+            return None;
+        };
         self.prev = stored_hmac.clone();
-        if !self.want_records {
-            return Step::Continue;
-        }
-        let details = details();
         let text = |key: &str| record.get(key).map(python_str).unwrap_or_default();
-        let verified = VerifiedRecord {
-            segment: name,
+        Some(VerifiedRecord {
+            segment: name.clone(),
             line: line_no,
-            offset: line.offset,
+            offset: meta.offset,
             scheme,
             timestamp: text("timestamp"),
             event_type,
             actor: text("actor"),
             resource_type: text("resource_type"),
             resource_id: text("resource_id"),
-            details,
+            details: details_of(&record),
             hmac: stored_hmac,
             prev_hmac: entry_prev,
             record: {
@@ -467,16 +628,15 @@ impl<'a> Walk<'a> {
                 }
                 full
             },
-        };
-        Step::Record(Box::new(verified))
+        })
     }
 
-    fn finish_segment(&mut self) {
+    /// Ends the current segment, `total` (decompressed) bytes long.
+    pub(crate) fn end_segment(&mut self, total: u64) {
         let Some(mut current) = self.current.take() else {
             return;
         };
         let index = self.stats.len();
-        let total = current.lines.position();
         let mut missing_newline = None;
         let last_line = current.last_line.map_or(0, |(n, _, _)| n);
         if let Some((line_no, offset, false)) = current.last_line {
@@ -529,6 +689,11 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// Segments finished so far.
+    fn segments_done(&self) -> usize {
+        self.stats.len()
+    }
+
     fn next_record(&mut self) -> Option<VerifiedRecord> {
         loop {
             match self.step() {
@@ -551,24 +716,20 @@ impl<'a> Walk<'a> {
         progress: &mut dyn FnMut(VerifyProgress),
     ) -> VerifyReport {
         self.want_records = false;
-        let mut reported = 0u64;
-        let mut segments_seen = self.stats.len();
+        let mut gate = ProgressGate::new(&self);
         loop {
             let step = self.step();
-            let now = self.progress();
-            let segment_done = self.stats.len() != segments_seen;
-            if matches!(step, Step::Done)
-                || segment_done
-                || now.bytes_done >= reported + PROGRESS_STEP_BYTES
-            {
-                reported = now.bytes_done;
-                segments_seen = self.stats.len();
-                progress(now);
-            }
-            if matches!(step, Step::Done) {
+            let done = matches!(step, Step::Done);
+            gate.tick(&self, done, progress);
+            if done {
                 break;
             }
         }
+        self.report()
+    }
+
+    /// Folds the observations into the report.
+    pub(crate) fn report(self) -> VerifyReport {
         if self.stopped {
             // Partial walks report every error so far as hard, without the tear fold, as the
             // reference does when it returns early.
@@ -591,6 +752,51 @@ impl<'a> Walk<'a> {
             head: self.prev,
             files: self.files,
         }
+    }
+}
+
+/// Decides when the progress callback is due: after each finished segment, once per
+/// [`PROGRESS_STEP_BYTES`] read, and at the end.
+pub(crate) struct ProgressGate {
+    reported: u64,
+    segments_seen: usize,
+}
+
+impl ProgressGate {
+    pub(crate) fn new(walk: &Walk<'_>) -> ProgressGate {
+        ProgressGate {
+            reported: 0,
+            segments_seen: walk.segments_done(),
+        }
+    }
+
+    pub(crate) fn tick(
+        &mut self,
+        walk: &Walk<'_>,
+        done: bool,
+        progress: &mut dyn FnMut(VerifyProgress),
+    ) {
+        let now = walk.progress();
+        if done
+            || walk.segments_done() != self.segments_seen
+            || now.bytes_done >= self.reported + PROGRESS_STEP_BYTES
+        {
+            self.reported = now.bytes_done;
+            self.segments_seen = walk.segments_done();
+            progress(now);
+        }
+    }
+}
+
+/// Opens a segment for forward reading: archives directly, live segments with the fallback to
+/// their archived copy.
+pub(crate) fn open_segment(
+    audit_dir: &Path,
+    segment: &Segment,
+) -> io::Result<(Box<dyn BufRead + Send>, ByteCounter)> {
+    match segment.kind {
+        SegmentKind::Archived => open_forward(segment),
+        SegmentKind::Live => open_live_with_fallback(audit_dir, segment),
     }
 }
 
@@ -794,8 +1000,22 @@ fn tail_tear_class(kinds: &[FailureKind], unterminated: bool) -> TearClass {
     }
 }
 
+/// The most threads [`verify`] analyses lines on: beyond a handful the single reader and the
+/// in-order fold are the limit.
+const MAX_WORKERS: usize = 8;
+
 /// Verifies the chain in `audit_dir` under `key`. Reads only; writes nothing, locks nothing.
+///
+/// The lines are analysed on every available core; the report is the one
+/// [`verify_sequential`] returns, finding for finding, and memory stays bounded whatever the
+/// chain's length.
 pub fn verify(audit_dir: &Path, key: &AuditKey) -> VerifyReport {
+    verify_with_progress(audit_dir, key, &mut |_| {})
+}
+
+/// [`verify`] on the calling thread alone: the reference the parallel verifier is tested
+/// against, and the cheapest choice when only one core is free.
+pub fn verify_sequential(audit_dir: &Path, key: &AuditKey) -> VerifyReport {
     Walk::new(audit_dir, key, false).finish()
 }
 
@@ -806,7 +1026,32 @@ pub fn verify_with_progress(
     key: &AuditKey,
     progress: &mut dyn FnMut(VerifyProgress),
 ) -> VerifyReport {
-    Walk::new(audit_dir, key, false).finish_with_progress(progress)
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(MAX_WORKERS);
+    verify_with_workers(
+        audit_dir,
+        key,
+        workers,
+        super::verify_parallel::BATCH_LINES,
+        progress,
+    )
+}
+
+/// [`verify_with_progress`] with `workers` analysing threads (one means the sequential walk)
+/// dealt `batch_lines` lines at a time.
+pub(crate) fn verify_with_workers(
+    audit_dir: &Path,
+    key: &AuditKey,
+    workers: usize,
+    batch_lines: usize,
+    progress: &mut dyn FnMut(VerifyProgress),
+) -> VerifyReport {
+    let walk = Walk::new(audit_dir, key, false);
+    if workers < 2 {
+        return walk.finish_with_progress(progress);
+    }
+    super::verify_parallel::finish(walk, workers, batch_lines, progress)
 }
 
 /// A read-only iterator over the records that verify, in chain order, with the verdict at the

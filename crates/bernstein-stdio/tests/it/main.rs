@@ -2,5 +2,7 @@
 //! dispatcher, catalogue and embedded backend.
 
 mod framing;
+mod fuzz_twins;
 mod hostile;
+mod nesting;
 mod session;
