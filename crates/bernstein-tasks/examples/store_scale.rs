@@ -14,6 +14,7 @@
 //! projects are kept (their paths printed) for profiling `store_scale --open <dir>`. Linux only
 //! (`/proc`).
 
+use std::io::Write;
 use std::process::Command;
 use std::time::Instant;
 
@@ -55,21 +56,24 @@ fn open_and_measure(dir: &str) -> Result<(), Box<dyn std::error::Error>> {
     let get = start.elapsed();
     let tasks = summary.total.max(1);
     let log = std::fs::metadata(store.task_log_path())?.len();
-    println!(
+    writeln!(
+        std::io::stdout(),
         "  open (cold start): {:.1} ms for {} tasks, {:.1} MB of log",
         open.as_secs_f64() * 1000.0,
         summary.total,
         log as f64 / 1e6
-    );
-    println!(
+    )?;
+    writeln!(
+        std::io::stdout(),
         "  RSS: {before} KiB before open, {after} KiB after: {:.0} bytes per task",
         (after.saturating_sub(before) * 1024) as f64 / tasks as f64
-    );
-    println!(
+    )?;
+    writeln!(
+        std::io::stdout(),
         "  status summary {:.3} ms, get_task {:.3} ms",
         status.as_secs_f64() * 1000.0,
         get.as_secs_f64() * 1000.0
-    );
+    )?;
     Ok(())
 }
 
@@ -95,11 +99,12 @@ fn fill(tasks: usize) -> Result<tempfile::TempDir, Box<dyn std::error::Error>> {
         left -= batch;
     }
     let after = rss_kib();
-    println!(
+    writeln!(
+        std::io::stdout(),
         "{tasks} tasks: filled in {:.1} s; the filling process grew by {:.0} bytes per task",
         start.elapsed().as_secs_f64(),
         (after.saturating_sub(before) * 1024) as f64 / tasks as f64
-    );
+    )?;
     Ok(dir)
 }
 
@@ -127,7 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         if std::env::var_os("STORE_SCALE_KEEP").is_some() {
             // For profiling the open alone: `store_scale --open <dir>`.
-            println!("  kept {}", dir.keep().display());
+            writeln!(std::io::stdout(), "  kept {}", dir.keep().display())?;
         }
     }
     Ok(())

@@ -174,7 +174,7 @@ enum Parsed {
     Blank,
     Marker(u64),
     Record {
-        stored: StoredTask,
+        stored: Box<StoredTask>,
         batch: Option<(usize, usize)>,
         evidence: Option<Object>,
     },
@@ -210,7 +210,7 @@ fn parse_line(text: &str) -> Result<Parsed, String> {
             .join("; ")
     })?;
     Ok(Parsed::Record {
-        stored,
+        stored: Box::new(stored),
         batch,
         evidence,
     })
@@ -368,9 +368,11 @@ impl TaskLog {
             )));
         }
         if cache {
-            self.cache.borrow_mut().put(slot, at.offset, stored.clone());
+            self.cache
+                .borrow_mut()
+                .put(slot, at.offset, (*stored).clone());
         }
-        Ok(stored)
+        Ok(*stored)
     }
 
     /// How many tasks the log holds.
