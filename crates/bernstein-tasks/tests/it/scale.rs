@@ -169,7 +169,7 @@ fn role_request(title: &str, role: u8) -> NewTask {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(ProptestConfig::with_cases(6))]
 
     /// The counts `bernstein_status` reads, kept up to date as records are applied, equal a
     /// recount over every task after each create, claim, completion, failure, cancel (with
@@ -177,7 +177,7 @@ proptest! {
     /// one a fresh store projects from the same log.
     #[test]
     fn status_counts_stay_exact_and_the_backlog_matches_a_full_projection(
-        ops in proptest::collection::vec(op(), 1..28),
+        ops in proptest::collection::vec(op(), 1..24),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let mut store = EmbeddedStore::open(dir.path(), None).unwrap();
