@@ -1,22 +1,38 @@
 //! The claimable backlog `.sdd/runtime/task-backlog.json` (`FORMATS.md` §4), kept in step with
-//! the store.
+//! the store when a reader needs it.
 //!
 //! The reference's claim-receipt route claims rows of this file (under `task-backlog.json.lock`)
 //! without telling any task store. The embedded store therefore treats the file as a shared
-//! projection and reconciles it on every mutation, holding the backlog lock inside its own lock:
+//! projection:
 //!
-//! 1. **Adopt** claims made on the file: a row `in_progress` with a string `claimer` whose task
-//!    is still `open` in the store makes the task `claimed` by that claimer (see
-//!    [`super::ops::adopt_backlog_claim`]), so a task claimed through a receipt is never
-//!    claimed again through the store.
-//! 2. **Project**: rows of store tasks are rewritten from the store (an `open` task as an `open`
-//!    row, a `claimed`/`in_progress` task as an `in_progress` row naming its claimer; any other
-//!    status drops the row, since it is neither claimable nor held). A row of an `open` task that
-//!    is neither plainly open nor adoptable is left as it is rather than reopened. Rows of ids the
-//!    store does not hold are kept untouched, in place. New store tasks are appended in creation
-//!    order.
+//! 1. **Adopt** claims made on the file, in every mutation, but only when the file changed since
+//!    this process last wrote or read it ([`BacklogTracker`] compares its device, inode, size,
+//!    mtime and ctime, and holds the file it saw open so the inode number cannot be reused): a
+//!    row `in_progress` with a string `claimer` whose task is still `open` in the store makes the
+//!    task `claimed` by that claimer (see [`super::ops::adopt_backlog_claim`]), so a task claimed
+//!    through a receipt is never claimed again through the store.
+//! 2. **Project**, only when a reader needs the file current: before a claim on it
+//!    ([`super::EmbeddedStore::claim_through_backlog`]), on [`super::EmbeddedStore::sync_backlog`],
+//!    and when the last handle of a store that changed tasks is dropped (best effort). Rows of
+//!    store tasks are rewritten from the store (an `open` task as an `open` row, a
+//!    `claimed`/`in_progress` task as an `in_progress` row naming its claimer; any other status
+//!    drops the row, since it is neither claimable nor held). A row whose status and
+//!    `metadata.version` match the task's index entry is current and kept as it is, so only the
+//!    records of tasks that changed since the last projection are read back from the log. A row
+//!    of an `open` task that is neither plainly open nor adoptable is left as it is rather than
+//!    reopened. Rows of ids the store does not hold are kept untouched, in place. Store tasks
+//!    missing from the file are appended in creation order.
 //! 3. **Write** only when the bytes change, as `json.dumps(rows, indent=2)` through a temporary
 //!    file, fsync, `rename` and directory fsync.
+//!
+//! **Why not on every mutation.** The file is one JSON array; keeping it current on every
+//! operation means rewriting all of it each time (1.5 MB at 5,000 tasks), which made every call
+//! cost as much as the project's size. Its readers are claims on the file: ours bring it in step
+//! first under the store lock, so they never grant from a stale row. A reference
+//! `bernstein serve` started on the project later reads the file as the last claim, sync or
+//! clean shutdown of this store left it; running one beside this store at the same time was
+//! already unsupported (module `log`). `bernstein backlog verify-claim` checks our receipts
+//! against the snapshot they carry (`backlogSource: "task_store"`), not the file.
 //!
 //! A backlog that is not a JSON array of objects with unique ids is left alone and reported: its
 //! rows may belong to someone else, and rewriting it would lose them.
@@ -25,13 +41,16 @@
 //! the reference's task-store projection (`title, description, priority, scope, tenant_id,
 //! version`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use bernstein_journal::handle::render_indent2;
 use bernstein_protocol::pyjson::{Object, Value};
 
 use super::fsio::{self, LockFile, LockGuard};
+use super::index::Index;
 use crate::error::Error;
 use crate::lifecycle::TaskStatus;
 use crate::model::{Task, TaskId};
@@ -177,16 +196,16 @@ impl LockedBacklog<'_> {
             .collect()
     }
 
-    /// Rewrites the file from `tasks` (every store task, creation order) when the projection
-    /// differs from what is on disk. Does nothing for an unusable file.
-    pub(crate) fn reconcile<'t>(
+    /// Rewrites the file with the projection of the store's tasks when it differs from what
+    /// is on disk, and says whether it wrote. Does nothing for an unusable file.
+    pub(crate) fn reconcile(
         &self,
-        tasks: impl IntoIterator<Item = &'t Task>,
-        lookup: impl Fn(&TaskId) -> Option<&'t Task>,
-    ) -> Result<(), Error> {
-        match self.projection(tasks, lookup) {
-            Some(text) => fsio::write_atomic(&self.path, text.as_bytes()),
-            None => Ok(()),
+        index: &Index,
+        load: impl FnMut(usize) -> Result<Task, Error>,
+    ) -> Result<bool, Error> {
+        match self.projection(index, load)? {
+            Some(text) => fsio::write_atomic(&self.path, text.as_bytes()).map(|()| true),
+            None => Ok(false),
         }
     }
 
@@ -213,33 +232,45 @@ impl LockedBacklog<'_> {
             .collect()
     }
 
-    /// The file text the projection of `tasks` calls for, or `None` when the file already
-    /// holds it (or cannot be used).
-    pub(crate) fn projection<'t>(
+    /// The file text the projection of the store's tasks (`index`, creation order) calls for,
+    /// or `None` when the file already holds it (or cannot be used). A row whose status and
+    /// version match the task's index entry is kept as it is; `load` reads back the task at an
+    /// index slot for every other row to project, so only tasks that changed since the last
+    /// projection cost a read.
+    pub(crate) fn projection(
         &self,
-        tasks: impl IntoIterator<Item = &'t Task>,
-        lookup: impl Fn(&TaskId) -> Option<&'t Task>,
-    ) -> Option<String> {
+        index: &Index,
+        mut load: impl FnMut(usize) -> Result<Task, Error>,
+    ) -> Result<Option<String>, Error> {
         let Ok(rows) = &self.rows else {
-            return None;
+            return Ok(None);
         };
         let mut out: Vec<Value> = Vec::new();
-        let mut seen = BTreeSet::new();
+        let mut seen = HashSet::new();
         for row in rows {
-            let Some(task) = row_id(row).and_then(|id| lookup(&id)) else {
+            let Some(slot) = row_id(row).and_then(|id| index.slot(&id)) else {
                 out.push(Value::Object(row.clone()));
                 continue;
             };
-            seen.insert(task.id.clone());
-            if task.status == TaskStatus::Open && !row_is_plain_open(row) {
+            seen.insert(slot);
+            let status = index.status_at(slot);
+            if status == TaskStatus::Open && !row_is_plain_open(row) {
                 out.push(Value::Object(row.clone()));
-            } else if let Some(projected) = project(task) {
+                continue;
+            }
+            let Some(projected_status) = projected_status(status) else {
+                continue;
+            };
+            if row_is_current(row, projected_status, index.version_at(slot)) {
+                out.push(Value::Object(row.clone()));
+            } else if let Some(projected) = project(&load(slot)?) {
                 out.push(Value::Object(projected));
             }
         }
-        for task in tasks {
-            if !seen.contains(&task.id)
-                && let Some(projected) = project(task)
+        for slot in 0..index.len() {
+            if !seen.contains(&slot)
+                && projected_status(index.status_at(slot)).is_some()
+                && let Some(projected) = project(&load(slot)?)
             {
                 out.push(Value::Object(projected));
             }
@@ -248,9 +279,166 @@ impl LockedBacklog<'_> {
         if self.original.as_deref() == Some(text.as_str())
             || (self.original.is_none() && text == "[]")
         {
-            return None;
+            return Ok(None);
         }
-        Some(text)
+        Ok(Some(text))
+    }
+}
+
+/// The row status a task in `status` projects to, or `None` when it has no row.
+fn projected_status(status: TaskStatus) -> Option<&'static str> {
+    match status {
+        TaskStatus::Open => Some("open"),
+        TaskStatus::Claimed | TaskStatus::InProgress => Some("in_progress"),
+        _ => None,
+    }
+}
+
+/// Whether `row` is the projection of the task version `version` in a status projecting to
+/// `status`: a snapshot never changes without its version rising, so such a row needs no read.
+fn row_is_current(row: &Object, status: &str, version: u64) -> bool {
+    let row_version = row
+        .get("metadata")
+        .and_then(Value::as_object)
+        .and_then(|metadata| metadata.get("version"))
+        .and_then(|v| match v {
+            Value::Int(n) => n.as_u64(),
+            _ => None,
+        });
+    row.get("status").and_then(Value::as_str) == Some(status) && row_version == Some(version)
+}
+
+/// The state of a file as seen by `fstat`: equal stamps of a file held open mean no one has
+/// replaced or rewritten it in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+fn stamp_of(path: &Path) -> Result<Option<(FileStamp, File)>, Error> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::storage("open", path, &e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::storage("stat", path, &e))?;
+    let stamp = FileStamp {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        len: meta.len(),
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
+    };
+    Ok(Some((stamp, file)))
+}
+
+/// What one process knows of the backlog file.
+#[derive(Debug, Default)]
+pub(crate) struct BacklogTracker {
+    /// The file as this process last wrote or read it, held open so that its inode number
+    /// cannot be handed to a later file (`None`: never looked, or there was no file).
+    seen: Option<(FileStamp, File)>,
+    /// Whether `seen` was ever set (so a missing file is known to be missing).
+    looked: bool,
+    /// Whether this process changed tasks since it last brought the file in step.
+    behind: bool,
+}
+
+/// Claims found on a backlog file that changed, to adopt in the current transaction.
+#[derive(Debug)]
+pub(crate) struct ChangedBacklog {
+    stamp: Option<(FileStamp, File)>,
+    /// The claims to adopt.
+    pub(crate) claims: Vec<BacklogClaim>,
+    /// Why the file cannot be used, if it cannot.
+    pub(crate) problem: Option<String>,
+}
+
+impl BacklogTracker {
+    /// When the file changed since this process last saw it, reads it under its lock and
+    /// returns the claims on it for tasks `is_open` reports as `open`; `None` when it did not
+    /// change (one `open` and `fstat`, no read). Call [`BacklogTracker::adopted`] once the
+    /// transaction holding the adoptions is in the log.
+    pub(crate) fn changed_claims(
+        &self,
+        runtime_dir: &Path,
+        lock: &LockFile,
+        is_open: impl Fn(&TaskId) -> bool,
+    ) -> Result<Option<ChangedBacklog>, Error> {
+        let path = runtime_dir.join(BACKLOG_FILE);
+        let now = stamp_of(&path)?;
+        let same = match (&now, &self.seen) {
+            (Some((a, _)), Some((b, _))) => a == b,
+            (None, None) => self.looked,
+            _ => false,
+        };
+        if same {
+            return Ok(None);
+        }
+        let backlog = lock_and_read(runtime_dir, lock)?;
+        // Stamped under the lock, after the read: a write after this is seen next time.
+        let stamp = stamp_of(&path)?;
+        Ok(Some(ChangedBacklog {
+            claims: backlog.claims_to_adopt(is_open),
+            problem: backlog.problem(),
+            stamp,
+        }))
+    }
+
+    /// Records that the claims of `changed` are adopted (or reported).
+    pub(crate) fn adopted(&mut self, changed: ChangedBacklog) {
+        self.seen = changed.stamp;
+        self.looked = true;
+    }
+
+    /// Records that tasks changed, so the file may be behind the log.
+    pub(crate) fn log_changed(&mut self) {
+        self.behind = true;
+    }
+
+    /// Whether this process changed tasks since it last brought the file in step.
+    pub(crate) fn is_behind(&self) -> bool {
+        self.behind
+    }
+
+    /// Brings the file in step with the store's tasks, under the backlog lock (see the module
+    /// documentation). Claims on the file must have been adopted first.
+    pub(crate) fn sync(
+        &mut self,
+        runtime_dir: &Path,
+        lock: &LockFile,
+        index: &Index,
+        load: impl FnMut(usize) -> Result<Task, Error>,
+    ) -> Result<(), Error> {
+        let backlog = lock_and_read(runtime_dir, lock)?;
+        // A claim made on the file since the last adoption is kept in place by the projection;
+        // forget the stamp so the next mutation reads the file again and adopts it.
+        let unadopted = !backlog
+            .claims_to_adopt(|id| index.status(id) == Some(TaskStatus::Open))
+            .is_empty();
+        if let Some(problem) = backlog.problem() {
+            return Err(Error::Storage {
+                operation: "bring the claimable backlog in step in",
+                path: backlog.path.clone(),
+                kind: std::io::ErrorKind::InvalidData,
+                message: format!("left unchanged because it cannot be read: {problem}"),
+            });
+        }
+        backlog.reconcile(index, load)?;
+        self.seen = stamp_of(&backlog.path)?;
+        self.looked = true;
+        if unadopted {
+            self.seen = None;
+            self.looked = false;
+        }
+        self.behind = false;
+        Ok(())
     }
 }
 
@@ -306,6 +494,19 @@ mod tests {
         task
     }
 
+    fn index_of(tasks: &[Task]) -> Index {
+        let mut index = Index::default();
+        for (line, task) in tasks.iter().enumerate() {
+            let at = super::super::index::Location {
+                offset: 0,
+                len: 0,
+                line: line as u64 + 1,
+            };
+            index.apply(super::super::index::Meta::of(task), at);
+        }
+        index
+    }
+
     fn reconcile(existing: Option<&str>, tasks: &[Task]) -> (String, Vec<BacklogClaim>) {
         let dir = tempfile::tempdir().unwrap();
         if let Some(text) = existing {
@@ -319,7 +520,7 @@ mod tests {
                 .any(|t| &t.id == id && t.status == TaskStatus::Open)
         });
         backlog
-            .reconcile(tasks, |id| tasks.iter().find(|t| &t.id == id))
+            .reconcile(&index_of(tasks), |slot| Ok(tasks[slot].clone()))
             .unwrap();
         let text = std::fs::read_to_string(dir.path().join(BACKLOG_FILE)).unwrap_or_default();
         (text, claims)
@@ -378,7 +579,7 @@ mod tests {
             assert!(backlog.problem().is_some(), "{bad}");
             let tasks = [task("t-open", TaskStatus::Open)];
             backlog
-                .reconcile(&tasks, |id| tasks.iter().find(|t| &t.id == id))
+                .reconcile(&index_of(&tasks), |slot| Ok(tasks[slot].clone()))
                 .unwrap();
             assert_eq!(
                 std::fs::read_to_string(dir.path().join(BACKLOG_FILE)).unwrap(),

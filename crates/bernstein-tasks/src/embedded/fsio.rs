@@ -44,10 +44,20 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), Error> {
 /// a crash sees either the old file or the new one, never a mix. The temporary file is removed
 /// when any step fails.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_atomic_with(path, |out| out.write_all(bytes))
+}
+
+/// [`write_atomic`] with the content streamed by `fill` into a buffered writer, so a large file
+/// (a compacted task log) is never held in memory whole. `fill` may fail with its own error,
+/// which is returned after the temporary file is removed.
+pub(crate) fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
     let dir = parent_of(path)?;
     create_dir_all(&dir)?;
     let temp = temp_path_for(path)?;
-    let result = write_temp_and_rename(&temp, path, bytes);
+    let result = write_temp_and_rename(&temp, path, fill);
     if result.is_err() {
         // The temporary name is ours alone, so removing it cannot touch anyone else's file.
         let _ = fs::remove_file(&temp);
@@ -56,15 +66,22 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     sync_dir(&dir)
 }
 
-fn write_temp_and_rename(temp: &Path, path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let mut file = OpenOptions::new()
+fn write_temp_and_rename(
+    temp: &Path,
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(FILE_MODE)
         .open(temp)
         .map_err(|e| Error::storage("create", temp, &e))?;
-    file.write_all(bytes)
-        .map_err(|e| Error::storage("write", temp, &e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    fill(&mut out).map_err(|e| Error::storage("write", temp, &e))?;
+    let file = out
+        .into_inner()
+        .map_err(|e| Error::storage("write", temp, e.error()))?;
     file.sync_all()
         .map_err(|e| Error::storage("fsync", temp, &e))?;
     drop(file);

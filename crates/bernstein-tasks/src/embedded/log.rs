@@ -35,15 +35,18 @@
 //! had read and skip or misread the changes in it.) Compaction refuses while bytes past the last
 //! record exist, since a rename would drop them.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::hash::{Hash, Hasher};
+use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 
 use super::fsio::{self, FILE_MODE};
+use super::index::{Index, Location, Meta};
 use super::record::{EVIDENCE_KEY, StoredTask};
 use crate::error::Error;
 use crate::model::TaskId;
@@ -55,6 +58,19 @@ const SEAL_PREFIX: &[u8] = b"{\"torn_tail\": ";
 /// Key of an evidence marker line: `{"evidence_written": end}` says the evidence of the
 /// transaction ending at byte `end` is written.
 const EVIDENCE_WRITTEN_KEY: &str = "evidence_written";
+
+/// The longest line the reader accepts, newline included (16 MiB). A record holds at most a
+/// few hundred KiB of text even with a large plan document as owed evidence; a longer line is
+/// refused as corrupt rather than read into memory.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+/// How much of the log a catch-up reads at a time; a longer line or transaction doubles it, up
+/// to [`MAX_TRANSACTION_BYTES`].
+const READ_CHUNK: usize = 1 << 20;
+/// The most a catch-up holds in memory at once: one whole multi-record transaction (a cascade
+/// over many tasks) plus the line after it (256 MiB).
+const MAX_TRANSACTION_BYTES: usize = 256 << 20;
+/// Full records kept in memory after being read or written, most recent first.
+const CACHE_CAPACITY: usize = 128;
 
 /// Crash debris found at the end of the task log: bytes of a write that never completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +84,24 @@ pub struct TornTail {
     pub removed: bool,
 }
 
+/// What this process read from its task log, for tests and benchmarks: catching up must read
+/// only what other processes appended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogReadStats {
+    /// Bytes read by catch-ups (appended records; a transaction cut by a read chunk is read
+    /// again by the next chunk).
+    pub catch_up_bytes: u64,
+    /// Bytes re-read to check that the last line this process knows is still in place.
+    pub check_bytes: u64,
+    /// Catch-ups that started over from the beginning of the file after having read it: the
+    /// file was replaced (a compaction), shrank, or its known prefix changed.
+    pub full_rereads: u64,
+    /// Of those, the ones caused by a changed prefix on the same file (a rewrite in place).
+    pub prefix_changes: u64,
+    /// Full records read back from the log on demand (index hits that missed the cache).
+    pub record_loads: u64,
+}
+
 /// Evidence a committed transaction owes: what its last record carries under `evidence`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct OwedEvidence {
@@ -79,13 +113,175 @@ pub(crate) struct OwedEvidence {
     pub(crate) evidence: Object,
 }
 
-/// The fold of the task log, plus where reading stopped.
+/// A transaction that owes evidence: its end, and the line carrying the evidence (read back
+/// when the evidence is settled, so the index does not hold it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OwedAt {
+    end: u64,
+    at: Location,
+}
+
+/// The last line before `consumed`, to check on the next catch-up that the file still starts
+/// with what this process read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LineStamp {
+    offset: u64,
+    len: u32,
+    hash: u64,
+}
+
+fn line_hash(bytes: &[u8]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A small cache of full records by creation slot, each tagged with the offset it was read at,
+/// so a newer snapshot never hits an older copy.
+#[derive(Debug, Default)]
+struct RecordCache {
+    records: HashMap<usize, (u64, StoredTask)>,
+    order: VecDeque<usize>,
+}
+
+impl RecordCache {
+    fn get(&self, slot: usize, offset: u64) -> Option<StoredTask> {
+        self.records
+            .get(&slot)
+            .filter(|(at, _)| *at == offset)
+            .map(|(_, stored)| stored.clone())
+    }
+
+    fn put(&mut self, slot: usize, offset: u64, stored: StoredTask) {
+        if self.records.insert(slot, (offset, stored)).is_none() {
+            self.order.push_back(slot);
+        }
+        while self.order.len() > CACHE_CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.records.remove(&old);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.records.clear();
+        self.order.clear();
+    }
+}
+
+/// A parsed line of the log.
+enum Parsed {
+    Blank,
+    Marker(u64),
+    Record {
+        stored: Box<StoredTask>,
+        batch: Option<(usize, usize)>,
+        evidence: Option<Object>,
+    },
+}
+
+fn parse_line(text: &str) -> Result<Parsed, String> {
+    if text.is_empty() {
+        return Ok(Parsed::Blank);
+    }
+    let value = Value::parse(text).map_err(|e| format!("not JSON: {e:?}"))?;
+    let record = value
+        .as_object()
+        .ok_or_else(|| "not a JSON object".to_owned())?;
+    if !record.contains_key("id")
+        && let Some(marker) = record.get(EVIDENCE_WRITTEN_KEY)
+    {
+        return marker
+            .as_i64()
+            .and_then(|n| u64::try_from(n).ok())
+            .map(Parsed::Marker)
+            .ok_or_else(|| "an evidence marker without an offset".to_owned());
+    }
+    let evidence = match record.get(EVIDENCE_KEY) {
+        None => None,
+        Some(Value::Object(evidence)) => Some(evidence.clone()),
+        Some(_) => return Err("evidence: must be an object".to_owned()),
+    };
+    let (stored, batch) = StoredTask::from_record(record).map_err(|problems| {
+        problems
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    Ok(Parsed::Record {
+        stored: Box::new(stored),
+        batch,
+        evidence,
+    })
+}
+
+/// A line as the index build reads it.
+enum IndexLine {
+    Blank,
+    Marker(u64),
+    Record {
+        meta: Meta,
+        batch: Option<(usize, usize)>,
+        has_evidence: bool,
+        /// The evidence object, when kept for verification.
+        evidence: Option<Object>,
+    },
+}
+
+/// Reads `text` for the index: the fast path (module `scan`) when it applies, the full reader
+/// otherwise (which also words every refusal).
+fn index_line(text: &str, keep_evidence: bool) -> Result<IndexLine, String> {
+    if text.is_empty() {
+        return Ok(IndexLine::Blank);
+    }
+    if let Some(fast) = super::scan::record(text) {
+        let evidence = match fast.evidence.filter(|_| keep_evidence) {
+            Some(raw) => Some(
+                Value::parse(raw)
+                    .ok()
+                    .and_then(|value| value.as_object().cloned())
+                    .ok_or_else(|| "evidence: must be an object".to_owned())?,
+            ),
+            None => None,
+        };
+        return Ok(IndexLine::Record {
+            meta: fast.meta,
+            batch: fast.batch,
+            has_evidence: fast.evidence.is_some(),
+            evidence,
+        });
+    }
+    Ok(match parse_line(text)? {
+        Parsed::Blank => IndexLine::Blank,
+        Parsed::Marker(end) => IndexLine::Marker(end),
+        Parsed::Record {
+            stored,
+            batch,
+            evidence,
+        } => IndexLine::Record {
+            meta: Meta::of(&stored.task),
+            batch,
+            has_evidence: evidence.is_some(),
+            evidence: evidence.filter(|_| keep_evidence),
+        },
+    })
+}
+
+/// A record of a transaction being collected.
+struct Pending {
+    meta: Meta,
+    at: Location,
+}
+
+/// The index of the task log, plus where reading stopped.
 #[derive(Debug, Default)]
 pub(crate) struct TaskLog {
     path: PathBuf,
-    /// The file the fold was read from, held open. While a descriptor holds it, its inode cannot
-    /// be freed, so no later file at the same path (a compaction's rename) can reuse its number:
-    /// `(st_dev, st_ino)` equality with the path's current file then really means the same file.
+    /// The file the index was read from, held open. While a descriptor holds it, its inode
+    /// cannot be freed, so no later file at the same path (a compaction's rename) can reuse its
+    /// number: `(st_dev, st_ino)` equality with the path's current file then really means the
+    /// same file. Full records are read back from it by offset.
     file: Option<File>,
     /// `(st_dev, st_ino)` of [`TaskLog::file`].
     identity: Option<(u64, u64)>,
@@ -93,16 +289,19 @@ pub(crate) struct TaskLog {
     consumed: u64,
     /// Lines (including blank ones) before `consumed`, for line numbers in errors.
     lines: u64,
+    /// The last line before `consumed`.
+    last_line: Option<LineStamp>,
     /// Records folded since the file was last read from its start.
     records: u64,
-    tasks: HashMap<TaskId, StoredTask>,
-    order: Vec<TaskId>,
+    index: Index,
+    cache: RefCell<RecordCache>,
+    stats: RefCell<LogReadStats>,
     /// Debris after `consumed`, as seen by the last catch-up.
     torn: Option<TornTail>,
     /// Every tear this process has seen, in the order it saw them.
     tears_seen: Vec<TornTail>,
     /// Transactions whose evidence no marker line says is written, oldest first.
-    owed: Vec<OwedEvidence>,
+    owed: Vec<OwedAt>,
     /// Every transaction's evidence, when kept for verification.
     history: Option<Vec<OwedEvidence>>,
 }
@@ -124,29 +323,61 @@ impl TaskLog {
         }
     }
 
-    /// The task with id `id`.
-    pub(crate) fn get(&self, id: &TaskId) -> Option<&StoredTask> {
-        self.tasks.get(id)
+    /// The index of every task.
+    pub(crate) fn index(&self) -> &Index {
+        &self.index
     }
 
-    /// Every task in creation order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &StoredTask> {
-        self.order.iter().filter_map(|id| self.tasks.get(id))
+    /// The current snapshot of `id`, read back from the log unless cached.
+    pub(crate) fn load(&self, id: &TaskId) -> Result<Option<StoredTask>, Error> {
+        match self.index.slot(id) {
+            Some(slot) => self.load_slot(slot, true).map(Some),
+            None => Ok(None),
+        }
     }
 
-    /// Position of `id` in creation order.
-    pub(crate) fn position(&self, id: &TaskId) -> Option<usize> {
-        self.order.iter().position(|candidate| candidate == id)
-    }
-
-    /// The task ids in creation order.
-    pub(crate) fn order(&self) -> &[TaskId] {
-        &self.order
+    /// The current snapshot of the task at creation position `slot`.
+    pub(crate) fn load_slot(&self, slot: usize, cache: bool) -> Result<StoredTask, Error> {
+        let at = self.index.location(slot);
+        if let Some(stored) = self.cache.borrow().get(slot, at.offset) {
+            return Ok(stored);
+        }
+        let corrupt = |problem: String| Error::CorruptStore {
+            path: self.path.clone(),
+            line: Some(at.line),
+            problem,
+        };
+        let Some(file) = &self.file else {
+            return Err(corrupt("the indexed log file is not open".to_owned()));
+        };
+        let mut bytes = vec![0u8; at.len as usize];
+        file.read_exact_at(&mut bytes, at.offset)
+            .map_err(|e| Error::storage("read a record of", &self.path, &e))?;
+        self.stats.borrow_mut().record_loads += 1;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| corrupt(format!("not UTF-8: {e}")))?
+            .trim();
+        let Parsed::Record { stored, .. } = parse_line(text).map_err(&corrupt)? else {
+            return Err(corrupt("the indexed line is no longer a record".to_owned()));
+        };
+        if stored.task.id != self.index.ids()[slot] {
+            return Err(corrupt(format!(
+                "the indexed line now holds task {}, not {}; the log changed under the store",
+                stored.task.id,
+                self.index.ids()[slot]
+            )));
+        }
+        if cache {
+            self.cache
+                .borrow_mut()
+                .put(slot, at.offset, (*stored).clone());
+        }
+        Ok(*stored)
     }
 
     /// How many tasks the log holds.
     pub(crate) fn len(&self) -> usize {
-        self.order.len()
+        self.index.len()
     }
 
     /// How many records were folded since the file was last read from its start.
@@ -164,9 +395,52 @@ impl TaskLog {
         &self.tears_seen
     }
 
-    /// Transactions whose evidence is not marked written, oldest first.
-    pub(crate) fn owed(&self) -> &[OwedEvidence] {
-        &self.owed
+    /// What this fold read so far.
+    pub(crate) fn stats(&self) -> LogReadStats {
+        *self.stats.borrow()
+    }
+
+    /// Whether some transaction's evidence is not marked written.
+    pub(crate) fn owes(&self) -> bool {
+        !self.owed.is_empty()
+    }
+
+    /// Transactions whose evidence is not marked written, oldest first, read back from the
+    /// lines that carry it.
+    pub(crate) fn owed(&self) -> Result<Vec<OwedEvidence>, Error> {
+        self.owed
+            .iter()
+            .map(|owed| {
+                let corrupt = |problem: String| Error::CorruptStore {
+                    path: self.path.clone(),
+                    line: Some(owed.at.line),
+                    problem,
+                };
+                let file = self
+                    .file
+                    .as_ref()
+                    .ok_or_else(|| corrupt("the indexed log file is not open".to_owned()))?;
+                let mut bytes = vec![0u8; owed.at.len as usize];
+                file.read_exact_at(&mut bytes, owed.at.offset)
+                    .map_err(|e| Error::storage("read owed evidence in", &self.path, &e))?;
+                let text = std::str::from_utf8(&bytes)
+                    .map_err(|e| corrupt(format!("not UTF-8: {e}")))?
+                    .trim();
+                match parse_line(text).map_err(&corrupt)? {
+                    Parsed::Record {
+                        evidence: Some(evidence),
+                        ..
+                    } => Ok(OwedEvidence {
+                        end: owed.end,
+                        line: owed.at.line,
+                        evidence,
+                    }),
+                    _ => Err(corrupt(
+                        "the line no longer carries the evidence it owed".to_owned(),
+                    )),
+                }
+            })
+            .collect()
     }
 
     /// The evidence of every transaction read, for a fold made with
@@ -177,27 +451,29 @@ impl TaskLog {
 
     fn reset(&mut self) {
         let history = self.history.as_ref().map(|_| Vec::new());
+        let stats = self.stats();
         *self = TaskLog {
             history,
             tears_seen: std::mem::take(&mut self.tears_seen),
+            stats: RefCell::new(stats),
             ..TaskLog::new(std::mem::take(&mut self.path))
         };
     }
 
-    fn apply(&mut self, stored: StoredTask) {
-        let id = stored.task.id.clone();
-        if !self.tasks.contains_key(&id) {
-            self.order.push(id.clone());
-        }
-        self.tasks.insert(id, stored);
+    fn apply(&mut self, meta: Meta, at: Location) {
+        self.index.apply(meta, at);
         self.records += 1;
     }
 
-    fn owe(&mut self, owed: OwedEvidence) {
-        if let Some(history) = &mut self.history {
-            history.push(owed.clone());
+    fn owe(&mut self, end: u64, at: Location, evidence: Option<Object>) {
+        if let (Some(history), Some(evidence)) = (&mut self.history, evidence) {
+            history.push(OwedEvidence {
+                end,
+                line: at.line,
+                evidence,
+            });
         }
-        self.owed.push(owed);
+        self.owed.push(OwedAt { end, at });
     }
 
     fn note_tear(&mut self, tear: TornTail) {
@@ -207,14 +483,33 @@ impl TaskLog {
         self.torn = Some(tear);
     }
 
-    /// Folds every record appended since the last call. Fails on a corrupt line, having folded
-    /// the records before it.
+    /// Whether the last line this fold read is still where it was, byte for byte: the cheap
+    /// check that the file was not truncated and rewritten in place while we held an offset.
+    fn prefix_intact(&self, file: &File) -> Result<bool, Error> {
+        let Some(stamp) = self.last_line else {
+            return Ok(true);
+        };
+        let mut bytes = vec![0u8; stamp.len as usize];
+        match file.read_exact_at(&mut bytes, stamp.offset) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(Error::storage("read", &self.path, &e)),
+        }
+        self.stats.borrow_mut().check_bytes += u64::from(stamp.len);
+        Ok(line_hash(&bytes) == stamp.hash)
+    }
+
+    /// Folds every record appended since the last call, reading only the appended bytes once
+    /// the known prefix checks out (same file, the last known line unchanged); otherwise the
+    /// index is rebuilt from the start of the file. Fails on a corrupt line, having folded the
+    /// records before it.
     pub(crate) fn catch_up(&mut self) -> Result<(), Error> {
-        let mut file = match File::open(&self.path) {
+        let file = match File::open(&self.path) {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 if self.identity.is_some() {
                     self.reset();
+                    self.stats.borrow_mut().full_rereads += 1;
                 }
                 return Ok(());
             }
@@ -224,41 +519,122 @@ impl TaskLog {
             .metadata()
             .map_err(|e| Error::storage("stat", &self.path, &e))?;
         let identity = (meta.dev(), meta.ino());
-        if self.identity != Some(identity) || meta.len() < self.consumed {
+        let len = meta.len();
+        let known = self.identity.is_some();
+        let replaced = self.identity != Some(identity) || len < self.consumed;
+        let changed = !replaced && !self.prefix_intact(&file)?;
+        if changed {
+            tracing::warn!(
+                target: "bernstein_tasks::embedded",
+                path = %self.path.display(),
+                "the task log changed before offset {} since it was last read (rewritten in \
+                 place); reading it again from the start",
+                self.consumed
+            );
+        }
+        if replaced || changed {
             self.reset();
             self.identity = Some(identity);
+            let mut stats = self.stats.borrow_mut();
+            if known {
+                stats.full_rereads += 1;
+            }
+            if changed {
+                stats.prefix_changes += 1;
+            }
         }
-        if meta.len() == self.consumed {
+        self.file = Some(file);
+        if len == self.consumed {
             self.torn = None;
-            self.file = Some(file);
             return Ok(());
         }
-        file.seek(SeekFrom::Start(self.consumed))
-            .map_err(|e| Error::storage("seek in", &self.path, &e))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| Error::storage("read", &self.path, &e))?;
-        self.file = Some(file);
-        self.fold_bytes(&bytes)
+        self.read_to(len)
     }
 
-    fn fold_bytes(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let origin = self.consumed;
-        let mut committed = 0usize;
-        let result = self.fold_from(bytes, &mut committed);
-        // Records before a corrupt line stay folded: they were committed.
-        self.consumed = origin + committed as u64;
-        result?;
-        if bytes.len() > committed {
-            self.note_tear(TornTail {
-                offset: self.consumed,
-                length: (bytes.len() - committed) as u64,
-                removed: false,
-            });
-        } else {
-            self.torn = None;
+    /// Reads and folds `[consumed, len)` in bounded chunks.
+    fn read_to(&mut self, len: u64) -> Result<(), Error> {
+        let mut chunk = READ_CHUNK;
+        let mut buffer = Vec::new();
+        loop {
+            let remaining = len.saturating_sub(self.consumed);
+            if remaining == 0 {
+                self.torn = None;
+                return Ok(());
+            }
+            let want = usize::try_from(remaining).unwrap_or(usize::MAX).min(chunk);
+            let at_eof = want as u64 == remaining;
+            buffer.resize(want, 0);
+            let Some(file) = &self.file else {
+                return Ok(());
+            };
+            file.read_exact_at(&mut buffer, self.consumed)
+                .map_err(|e| Error::storage("read", &self.path, &e))?;
+            self.stats.borrow_mut().catch_up_bytes += want as u64;
+            let mut committed = 0usize;
+            let result = self.fold_from(&buffer, &mut committed, at_eof);
+            // Records before a corrupt line stay folded: they were committed.
+            if committed > 0 {
+                self.stamp_last_line(&buffer[..committed]);
+            }
+            self.consumed += committed as u64;
+            result?;
+            if at_eof {
+                if buffer.len() > committed {
+                    self.note_tear(TornTail {
+                        offset: self.consumed,
+                        length: (buffer.len() - committed) as u64,
+                        removed: false,
+                    });
+                } else {
+                    self.torn = None;
+                }
+                return Ok(());
+            }
+            if committed == 0 {
+                // No progress: a line, or a transaction, longer than the chunk.
+                let longest_line = buffer
+                    .split(|&b| b == b'\n')
+                    .map(<[u8]>::len)
+                    .max()
+                    .unwrap_or(0);
+                if longest_line >= MAX_LINE_BYTES || chunk >= MAX_TRANSACTION_BYTES {
+                    let line = self.lines
+                        + 1
+                        + buffer
+                            .split(|&b| b == b'\n')
+                            .take_while(|line| line.len() < MAX_LINE_BYTES)
+                            .count() as u64;
+                    return Err(Error::CorruptStore {
+                        path: self.path.clone(),
+                        line: Some(line),
+                        problem: if longest_line >= MAX_LINE_BYTES {
+                            format!(
+                                "a line longer than {MAX_LINE_BYTES} bytes; refusing to read it \
+                                 into memory"
+                            )
+                        } else {
+                            format!(
+                                "a transaction longer than {MAX_TRANSACTION_BYTES} bytes; \
+                                 refusing to read it into memory"
+                            )
+                        },
+                    });
+                }
+                chunk = (chunk * 2).min(MAX_TRANSACTION_BYTES);
+            }
         }
-        Ok(())
+    }
+
+    /// Remembers the last line of `committed` (bytes ending at the new `consumed`).
+    fn stamp_last_line(&mut self, committed: &[u8]) {
+        let body = &committed[..committed.len().saturating_sub(1)];
+        let start = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let line = &committed[start..];
+        self.last_line = Some(LineStamp {
+            offset: self.consumed + start as u64,
+            len: u32::try_from(line.len()).unwrap_or(u32::MAX),
+            hash: line_hash(line),
+        });
     }
 
     /// When the line starting at `at` is a seal voiding exactly `[from, to)` (absolute offsets),
@@ -280,15 +656,33 @@ impl TaskLog {
             .then_some((at + newline + 1, length))
     }
 
-    /// Folds the complete records and transactions of `bytes`, advancing `committed` past each.
-    fn fold_from(&mut self, bytes: &[u8], committed: &mut usize) -> Result<(), Error> {
+    /// Folds the complete records and transactions of `bytes` (read from `consumed`),
+    /// advancing `committed` past each. Unless `at_eof`, a line is taken only once the line
+    /// after it is complete too, since that one may be a seal voiding it; the rest is read
+    /// again by the next chunk.
+    fn fold_from(
+        &mut self,
+        bytes: &[u8],
+        committed: &mut usize,
+        at_eof: bool,
+    ) -> Result<(), Error> {
         let origin = self.consumed;
-        // A transaction being collected: its records, its declared size, its owed evidence.
-        let mut pending: Vec<StoredTask> = Vec::new();
+        let find = |from: usize| {
+            bytes
+                .get(from..)
+                .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+                .map(|i| from + i + 1)
+        };
+        // A transaction being collected: its records, its declared size.
+        let mut pending: Vec<Pending> = Vec::new();
         let mut pending_size = 0usize;
         let mut start = 0usize;
-        while let Some(newline) = bytes[start..].iter().position(|&b| b == b'\n') {
-            let end = start + newline + 1;
+        let mut line_end = find(0);
+        while let Some(end) = line_end {
+            let next_end = find(end);
+            if next_end.is_none() && !at_eof {
+                return Ok(());
+            }
             // Debris a later writer sealed: everything from the last commit to here is void.
             let void_from = origin + *committed as u64;
             if let Some((seal_end, length)) =
@@ -310,6 +704,7 @@ impl TaskLog {
                 }
                 *committed = seal_end;
                 start = seal_end;
+                line_end = find(start);
                 continue;
             }
             let line_number = self.lines + pending.len() as u64 + 1;
@@ -318,100 +713,89 @@ impl TaskLog {
                 line: Some(line_number),
                 problem,
             };
+            if end - start > MAX_LINE_BYTES {
+                return Err(corrupt(format!(
+                    "a line of {} bytes, longer than {MAX_LINE_BYTES}; refusing to parse it",
+                    end - start
+                )));
+            }
             let text = std::str::from_utf8(&bytes[start..end - 1])
                 .map_err(|e| corrupt(format!("not UTF-8: {e}")))?
                 .trim();
-            if text.is_empty() {
-                if !pending.is_empty() {
-                    return Err(corrupt(
-                        "blank line inside a multi-record transaction".to_owned(),
-                    ));
-                }
-                self.lines += 1;
-                *committed = end;
-                start = end;
-                continue;
-            }
-            let value = Value::parse(text).map_err(|e| corrupt(format!("not JSON: {e:?}")))?;
-            let record = value
-                .as_object()
-                .ok_or_else(|| corrupt("not a JSON object".to_owned()))?;
-            if !record.contains_key("id")
-                && let Some(marker) = record.get(EVIDENCE_WRITTEN_KEY)
-            {
-                let Some(written) = marker.as_i64().and_then(|n| u64::try_from(n).ok()) else {
-                    return Err(corrupt("an evidence marker without an offset".to_owned()));
-                };
-                if !pending.is_empty() {
-                    return Err(corrupt(
-                        "an evidence marker inside a multi-record transaction".to_owned(),
-                    ));
-                }
-                self.owed.retain(|owed| owed.end != written);
-                self.lines += 1;
-                *committed = end;
-                start = end;
-                continue;
-            }
-            let evidence = match record.get(EVIDENCE_KEY) {
-                None => None,
-                Some(Value::Object(evidence)) => Some(evidence.clone()),
-                Some(_) => return Err(corrupt("evidence: must be an object".to_owned())),
+            let at = Location {
+                offset: origin + start as u64,
+                len: u32::try_from(end - start).unwrap_or(u32::MAX),
+                line: line_number,
             };
-            let (stored, batch) = StoredTask::from_record(record).map_err(|problems| {
-                corrupt(
-                    problems
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
-            })?;
-            match batch {
-                None if pending.is_empty() => {
-                    self.apply(stored);
+            match index_line(text, self.history.is_some()).map_err(&corrupt)? {
+                IndexLine::Blank => {
+                    if !pending.is_empty() {
+                        return Err(corrupt(
+                            "blank line inside a multi-record transaction".to_owned(),
+                        ));
+                    }
                     self.lines += 1;
                     *committed = end;
                 }
-                None => {
-                    return Err(corrupt(format!(
-                        "a transaction of {pending_size} records ends after {}",
-                        pending.len()
-                    )));
+                IndexLine::Marker(written) => {
+                    if !pending.is_empty() {
+                        return Err(corrupt(
+                            "an evidence marker inside a multi-record transaction".to_owned(),
+                        ));
+                    }
+                    self.owed.retain(|owed| owed.end != written);
+                    self.lines += 1;
+                    *committed = end;
                 }
-                Some((index, size)) => {
-                    let expected = pending.len() + 1;
-                    if index != expected || (index > 1 && size != pending_size) {
-                        return Err(corrupt(format!(
-                            "transaction record {index}/{size} where record {expected} was due"
-                        )));
-                    }
-                    if evidence.is_some() && index != size {
-                        return Err(corrupt(format!(
-                            "evidence on transaction record {index}/{size}, not the last"
-                        )));
-                    }
-                    pending_size = size;
-                    pending.push(stored);
-                    if index == size {
-                        self.lines += pending.len() as u64;
-                        for stored in pending.drain(..) {
-                            self.apply(stored);
-                        }
-                        *committed = end;
-                    }
-                }
-            }
-            if let Some(evidence) = evidence
-                && pending.is_empty()
-            {
-                self.owe(OwedEvidence {
-                    end: origin + end as u64,
-                    line: self.lines,
+                IndexLine::Record {
+                    meta,
+                    batch,
+                    has_evidence,
                     evidence,
-                });
+                } => {
+                    match batch {
+                        None if pending.is_empty() => {
+                            self.apply(meta, at);
+                            self.lines += 1;
+                            *committed = end;
+                        }
+                        None => {
+                            return Err(corrupt(format!(
+                                "a transaction of {pending_size} records ends after {}",
+                                pending.len()
+                            )));
+                        }
+                        Some((index, size)) => {
+                            let expected = pending.len() + 1;
+                            if index != expected || (index > 1 && size != pending_size) {
+                                return Err(corrupt(format!(
+                                    "transaction record {index}/{size} where record {expected} \
+                                     was due"
+                                )));
+                            }
+                            if has_evidence && index != size {
+                                return Err(corrupt(format!(
+                                    "evidence on transaction record {index}/{size}, not the last"
+                                )));
+                            }
+                            pending_size = size;
+                            pending.push(Pending { meta, at });
+                            if index == size {
+                                self.lines += pending.len() as u64;
+                                for record in std::mem::take(&mut pending) {
+                                    self.apply(record.meta, record.at);
+                                }
+                                *committed = end;
+                            }
+                        }
+                    }
+                    if has_evidence && pending.is_empty() {
+                        self.owe(origin + end as u64, at, evidence);
+                    }
+                }
             }
             start = end;
+            line_end = next_end;
         }
         Ok(())
     }
@@ -431,23 +815,36 @@ impl TaskLog {
         }
         let size = records.len();
         let mut bytes = String::new();
+        let mut spans = Vec::with_capacity(size);
         for (index, stored) in records.iter().enumerate() {
             let batch = (size > 1).then_some((index + 1, size));
             let owed = evidence.as_ref().filter(|_| index + 1 == size);
+            let start = bytes.len();
             bytes.push_str(&stored.to_line_with_evidence(batch, owed));
+            spans.push((start, bytes.len() - start));
         }
-        let end = self.write_lines(&bytes, size as u64, true)?;
-        for stored in records {
-            self.apply(stored);
+        let (body_start, end) = self.write_lines(&bytes, size as u64, true)?;
+        let first_line = self.lines - size as u64 + 1;
+        let mut last = None;
+        for (index, (stored, (start, len))) in records.into_iter().zip(spans).enumerate() {
+            let at = Location {
+                offset: body_start + start as u64,
+                len: u32::try_from(len).unwrap_or(u32::MAX),
+                line: first_line + index as u64,
+            };
+            self.apply(Meta::of(&stored.task), at);
+            if let Some(slot) = self.index.slot(&stored.task.id) {
+                self.cache.borrow_mut().put(slot, at.offset, stored);
+            }
+            last = Some(at);
         }
-        Ok(evidence.map(|evidence| {
-            self.owe(OwedEvidence {
-                end,
-                line: self.lines,
-                evidence,
-            });
-            end
-        }))
+        Ok(match (evidence, last) {
+            (Some(evidence), Some(at)) => {
+                self.owe(end, at, self.history.is_some().then_some(evidence));
+                Some(end)
+            }
+            _ => None,
+        })
     }
 
     /// Records that the evidence of the transaction ending at `end` is written. The marker is
@@ -462,13 +859,18 @@ impl TaskLog {
         Ok(())
     }
 
-    /// Appends `body` (`body_lines` complete lines) after sealing any debris, and returns the
-    /// new end of the log.
+    /// Appends `body` (`body_lines` complete lines) after sealing any debris, and returns where
+    /// the body starts and the new end of the log.
     ///
     /// Bytes past `consumed` are never cut: the reference server appends to this log without
     /// taking the store lock, so they may be another writer's. Complete records among them are
     /// folded first; what remains is a tear, which a seal line voids in place.
-    fn write_lines(&mut self, body: &str, body_lines: u64, sync: bool) -> Result<u64, Error> {
+    fn write_lines(
+        &mut self,
+        body: &str,
+        body_lines: u64,
+        sync: bool,
+    ) -> Result<(u64, u64), Error> {
         let existed = self.path.exists();
         let file = OpenOptions::new()
             .read(true)
@@ -510,7 +912,18 @@ impl TaskLog {
         let mut bytes = String::new();
         let mut lines = body_lines;
         if before > self.consumed {
-            let mut debris = vec![0u8; usize::try_from(before - self.consumed).unwrap_or(0)];
+            let debris_len = before - self.consumed;
+            if debris_len > MAX_LINE_BYTES as u64 {
+                return Err(Error::CorruptStore {
+                    path: self.path.clone(),
+                    line: Some(self.lines + 1),
+                    problem: format!(
+                        "{debris_len} bytes past the last complete record, more than a line \
+                         may hold ({MAX_LINE_BYTES}); refusing to seal them"
+                    ),
+                });
+            }
+            let mut debris = vec![0u8; usize::try_from(debris_len).unwrap_or(0)];
             file.read_exact_at(&mut debris, self.consumed)
                 .map_err(|e| Error::storage("read crash debris in", &self.path, &e))?;
             let mut length = debris.len() as u64;
@@ -530,6 +943,7 @@ impl TaskLog {
                 });
             }
         }
+        let body_start = before + bytes.len() as u64;
         bytes.push_str(body);
         let mut file = file;
         let written = file
@@ -550,15 +964,19 @@ impl TaskLog {
         if self.file.is_none() {
             self.file = Some(file);
         }
+        self.consumed = before - bytes.len() as u64;
+        self.stamp_last_line(bytes.as_bytes());
         self.consumed = before;
         self.lines += lines;
-        Ok(before)
+        Ok((body_start, before))
     }
 
     /// Rewrites the log as one snapshot per task, in creation order, through a temporary file,
-    /// fsync, atomic rename and directory fsync. Call with the exclusive lock held, right after
-    /// [`TaskLog::catch_up`], and only when no transaction owes evidence (its record of what is
-    /// owed would be lost). Returns the bytes before and after.
+    /// fsync, atomic rename and directory fsync, streaming record by record (each read back
+    /// from the current log), so memory stays bounded whatever the log's size. Call with the
+    /// exclusive lock held, right after [`TaskLog::catch_up`], and only when no transaction
+    /// owes evidence (its record of what is owed would be lost). Returns the bytes before and
+    /// after.
     pub(crate) fn compact(&mut self) -> Result<(u64, u64), Error> {
         if !self.owed.is_empty() {
             return Err(Error::Storage {
@@ -581,11 +999,32 @@ impl TaskLog {
                 message: "the log holds bytes past its last complete record".to_owned(),
             });
         }
-        let mut bytes = String::new();
-        for stored in self.iter() {
-            bytes.push_str(&stored.to_line(None));
-        }
-        fsio::write_atomic(&self.path, bytes.as_bytes())?;
+        let mut spans: Vec<Location> = Vec::with_capacity(self.index.len());
+        let mut read_error = None;
+        let mut last = (0u64, String::new());
+        fsio::write_atomic_with(&self.path, |out| {
+            let mut offset = 0u64;
+            for slot in 0..self.index.len() {
+                let stored = match self.load_slot(slot, false) {
+                    Ok(stored) => stored,
+                    Err(e) => {
+                        read_error = Some(e);
+                        return Err(std::io::Error::other("a record could not be read back"));
+                    }
+                };
+                let line = stored.to_line(None);
+                out.write_all(line.as_bytes())?;
+                spans.push(Location {
+                    offset,
+                    len: u32::try_from(line.len()).unwrap_or(u32::MAX),
+                    line: slot as u64 + 1,
+                });
+                offset += line.len() as u64;
+                last = (offset - line.len() as u64, line);
+            }
+            Ok(())
+        })
+        .map_err(|e| read_error.take().unwrap_or(e))?;
         let file = File::open(&self.path).map_err(|e| Error::storage("open", &self.path, &e))?;
         let meta = file
             .metadata()
@@ -596,11 +1035,20 @@ impl TaskLog {
                 ..tear
             });
         }
+        for (slot, at) in spans.into_iter().enumerate() {
+            self.index.relocate(slot, at);
+        }
+        self.cache.borrow_mut().clear();
         self.file = Some(file);
         self.identity = Some((meta.dev(), meta.ino()));
-        self.consumed = bytes.len() as u64;
-        self.lines = self.order.len() as u64;
-        self.records = self.order.len() as u64;
+        self.consumed = meta.len();
+        self.last_line = (!last.1.is_empty()).then(|| LineStamp {
+            offset: last.0,
+            len: u32::try_from(last.1.len()).unwrap_or(u32::MAX),
+            hash: line_hash(last.1.as_bytes()),
+        });
+        self.lines = self.index.len() as u64;
+        self.records = self.index.len() as u64;
         Ok((before, meta.len()))
     }
 }
@@ -683,11 +1131,11 @@ mod tests {
                 }
                 expected.insert(stored.task.id.clone(), stored.clone());
             }
-            prop_assert_eq!(log.order(), order.as_slice());
+            prop_assert_eq!(log.index().ids(), order.as_slice());
             for id in &order {
                 // Compare as records: a read snapshot carries the defaults the line spelled out.
                 prop_assert_eq!(
-                    log.get(id).map(|s| s.to_record(None)),
+                    log.load(id).unwrap().map(|s| s.to_record(None)),
                     expected.get(id).map(|s| s.to_record(None))
                 );
             }
@@ -706,7 +1154,7 @@ mod tests {
             let mut fresh = TaskLog::new(path);
             fresh.catch_up().unwrap();
             prop_assert_eq!(fresh.len(), order.len() + 1);
-            prop_assert_eq!(fresh.get(&snapshot(9, 1).task.id).is_some(), true);
+            prop_assert_eq!(fresh.index().contains(&snapshot(9, 1).task.id), true);
             let sealed: Vec<TornTail> = fresh.tears_seen().to_vec();
             match tear {
                 None => prop_assert_eq!(sealed, vec![]),

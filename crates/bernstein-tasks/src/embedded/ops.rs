@@ -91,11 +91,7 @@ pub(crate) fn create_subtask(
     ];
     let status = parent_stored.task.status;
     if !skip.contains(&status) && status.can_transition_to(TaskStatus::WaitingForSubtasks) {
-        let children = txn
-            .tasks()
-            .iter()
-            .filter(|c| c.task.parent_task_id.as_ref() == Some(parent))
-            .count();
+        let children = txn.children(parent).len();
         let mut waiting = parent_stored;
         Txn::transition(&mut waiting, TaskStatus::WaitingForSubtasks)?;
         waiting.task.result_summary = Some(format!("Split into {children} subtasks"));
@@ -111,7 +107,7 @@ fn unmet_dependencies(txn: &Txn<'_>, task: &Task, completed_ids: &[TaskId]) -> V
     task.depends_on
         .iter()
         .filter(|dep| {
-            let status = txn.get(dep).map(|d| d.task.status);
+            let status = txn.status(dep);
             let delivered_here = status.is_some_and(|s| SUCCESSFUL_TASK_STATUSES.contains(&s));
             let ended_badly =
                 status.is_some_and(|s| lifecycle::UNSUCCESSFUL_TERMINAL_STATUSES.contains(&s));
@@ -285,10 +281,8 @@ pub(crate) fn cancel(txn: &mut Txn<'_>, id: &TaskId, reason: &str) -> Result<Can
         let parent = tree[next].clone();
         next += 1;
         let children: Vec<TaskId> = txn
-            .tasks()
-            .iter()
-            .filter(|c| c.task.parent_task_id.as_ref() == Some(&parent))
-            .map(|c| c.task.id.clone())
+            .children(&parent)
+            .into_iter()
             .filter(|child| !tree.contains(child))
             .collect();
         tree.extend(children);
@@ -354,7 +348,7 @@ pub(crate) fn decide_planned(
 ) -> Result<Vec<TaskId>, Error> {
     let mut moved = Vec::new();
     for id in task_ids {
-        let Some(stored) = txn.get(id).cloned() else {
+        let Some(stored) = txn.get(id)? else {
             continue;
         };
         if stored.task.status != TaskStatus::Planned {
@@ -381,7 +375,10 @@ pub(crate) fn adopt_backlog_claim(
     claimed_at: Option<f64>,
     attempts: Option<u32>,
 ) -> Result<(), Error> {
-    let Some(stored) = txn.get(id).cloned() else {
+    if txn.status(id) != Some(TaskStatus::Open) {
+        return Ok(());
+    }
+    let Some(stored) = txn.get(id)? else {
         return Ok(());
     };
     if stored.task.status != TaskStatus::Open {

@@ -72,14 +72,17 @@ impl<'a> Txn<'a> {
         (self.records, self.journal, self.audit)
     }
 
-    /// The current snapshot of `id`.
-    pub(crate) fn get(&self, id: &TaskId) -> Option<&StoredTask> {
-        self.overlay.get(id).or_else(|| self.base.get(id))
+    /// The current snapshot of `id` (read back from the log unless the transaction changed it).
+    pub(crate) fn get(&self, id: &TaskId) -> Result<Option<StoredTask>, Error> {
+        match self.overlay.get(id) {
+            Some(stored) => Ok(Some(stored.clone())),
+            None => self.base.load(id),
+        }
     }
 
     /// The current snapshot of `id`, or the reference's 404.
     pub(crate) fn require(&self, id: &TaskId) -> Result<StoredTask, Error> {
-        self.get(id).cloned().ok_or_else(|| Error::NotFound {
+        self.get(id)?.ok_or_else(|| Error::NotFound {
             resource: crate::error::Resource::Task,
             id: id.to_string(),
         })
@@ -87,17 +90,68 @@ impl<'a> Txn<'a> {
 
     /// Whether a task with id `id` exists.
     pub(crate) fn contains(&self, id: &TaskId) -> bool {
-        self.get(id).is_some()
+        self.overlay.contains_key(id) || self.base.index().contains(id)
     }
 
-    /// Every task, current snapshots, in creation order.
-    pub(crate) fn tasks(&self) -> Vec<&StoredTask> {
-        self.base
-            .order()
-            .iter()
-            .chain(self.created.iter())
-            .filter_map(|id| self.get(id))
+    /// The current status of `id`, from the index (no record is read).
+    pub(crate) fn status(&self, id: &TaskId) -> Option<TaskStatus> {
+        match self.overlay.get(id) {
+            Some(stored) => Some(stored.task.status),
+            None => self.base.index().status(id),
+        }
+    }
+
+    fn parent(&self, id: &TaskId) -> Option<&TaskId> {
+        match self.overlay.get(id) {
+            Some(stored) => stored.task.parent_task_id.as_ref(),
+            None => self.base.index().parent(id),
+        }
+    }
+
+    fn depends_on(&self, id: &TaskId) -> &[TaskId] {
+        match self.overlay.get(id) {
+            Some(stored) => &stored.task.depends_on,
+            None => self.base.index().depends_on(id),
+        }
+    }
+
+    /// The tasks whose parent is `parent`, in creation order (from the index's reverse map and
+    /// this transaction's changes, not a scan of every task).
+    pub(crate) fn children(&self, parent: &TaskId) -> Vec<TaskId> {
+        let index = self.base.index();
+        let mut known: Vec<(usize, TaskId)> = index
+            .children(parent)
+            .chain(self.overlay.keys())
+            .filter(|id| self.parent(id) == Some(parent))
+            .map(|id| (index.slot(id).unwrap_or(usize::MAX), id.clone()))
+            .collect();
+        known.sort();
+        known.dedup();
+        // Tasks created by this transaction come last, in the order they were created.
+        let created_rank = |id: &TaskId| self.created.iter().position(|c| c == id);
+        known.sort_by_key(|(slot, id)| (*slot, created_rank(id)));
+        known.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The tasks (outside `deps`) that depend on any task of `deps`.
+    pub(crate) fn dependents(&self, deps: &BTreeSet<TaskId>) -> BTreeSet<TaskId> {
+        let index = self.base.index();
+        deps.iter()
+            .flat_map(|dep| index.dependents(dep))
+            .chain(self.overlay.keys())
+            .filter(|id| !deps.contains(*id))
+            .filter(|id| self.depends_on(id).iter().any(|dep| deps.contains(dep)))
+            .cloned()
             .collect()
+    }
+
+    /// Whether any task names `id` as a dependency.
+    pub(crate) fn is_referenced(&self, id: &TaskId) -> bool {
+        self.base.index().is_referenced(id)
+            || self
+                .overlay
+                .values()
+                .any(|stored| stored.task.depends_on.contains(id))
     }
 
     /// Records a new or changed snapshot after checking every field rule.
@@ -203,20 +257,12 @@ impl<'a> Txn<'a> {
         let mut stranded = Vec::new();
         let mut frontier: BTreeSet<TaskId> = seeds.into_iter().collect();
         while !frontier.is_empty() {
-            let mut candidates: Vec<StoredTask> = self
-                .tasks()
-                .into_iter()
-                .filter(|c| {
-                    !frontier.contains(&c.task.id)
-                        && c.task.depends_on.iter().any(|dep| frontier.contains(dep))
-                })
-                .cloned()
-                .collect();
-            candidates.sort_by(|a, b| a.task.id.cmp(&b.task.id));
+            // In id order (a `BTreeSet`), as the reference sorts the ring.
+            let candidates = self.dependents(&frontier);
             let mut next = BTreeSet::new();
             for candidate in candidates {
-                // Re-read: an earlier candidate of this ring may be this one's dependency.
-                let Some(current) = self.get(&candidate.task.id).cloned() else {
+                // Read now: an earlier candidate of this ring may be this one's dependency.
+                let Some(current) = self.get(&candidate)? else {
                     continue;
                 };
                 let Some((blocker, blocker_status)) = self.blocking_dependency(&current.task)
@@ -252,7 +298,7 @@ impl<'a> Txn<'a> {
             .depends_on
             .iter()
             .filter_map(|dep| {
-                let status = self.get(dep)?.task.status;
+                let status = self.status(dep)?;
                 UNSUCCESSFUL_TERMINAL_STATUSES
                     .contains(&status)
                     .then(|| (dep.clone(), status))
@@ -274,19 +320,18 @@ impl<'a> Txn<'a> {
             if !visited.insert(id.clone()) {
                 return Ok(());
             }
-            let Some(stored) = self.get(&id).cloned() else {
-                return Ok(());
-            };
-            if stored.task.status != TaskStatus::WaitingForSubtasks {
+            if self.status(&id) != Some(TaskStatus::WaitingForSubtasks) {
                 return Ok(());
             }
-            let children: Vec<TaskStatus> = self
-                .tasks()
-                .into_iter()
-                .filter(|c| c.task.parent_task_id.as_ref() == Some(&id))
-                .map(|c| c.task.status)
+            let Some(stored) = self.get(&id)? else {
+                return Ok(());
+            };
+            let children: Vec<Option<TaskStatus>> = self
+                .children(&id)
+                .iter()
+                .map(|child| self.status(child))
                 .collect();
-            if children.is_empty() || children.iter().any(|s| *s != TaskStatus::Done) {
+            if children.is_empty() || children.iter().any(|s| *s != Some(TaskStatus::Done)) {
                 return Ok(());
             }
             let mut done = stored;

@@ -120,24 +120,26 @@ fn a_hostile_backlog_claim_time_is_reported_and_skipped() {
     );
 }
 
-/// A backlog put back to an older copy is reported as stale until the next mutation rewrites
-/// it from the task log.
+/// A backlog put back to an older copy is no evidence gap (the backlog is brought in step when
+/// a reader needs it), and the next sync rewrites it from the task log.
 #[test]
-fn a_stale_backlog_is_reported_until_the_next_mutation() {
+fn a_stale_backlog_is_brought_in_step_by_the_next_sync() {
     let (dir, store) = project();
     let task = store.create_task(request("t")).unwrap();
+    store.sync_backlog().unwrap();
     let path = runtime(dir.path()).join("task-backlog.json");
     let old = std::fs::read(&path).unwrap();
+    assert!(String::from_utf8_lossy(&old).contains(task.id.as_str()));
     store.fail_task(&task.id, "gone").unwrap();
-    assert_eq!(verify_task_log(dir.path(), None).unwrap(), []);
+    store.sync_backlog().unwrap();
+    let current = std::fs::read(&path).unwrap();
+    assert_eq!(current, b"[]");
     std::fs::write(&path, &old).unwrap();
-    let gaps = verify_task_log(dir.path(), None).unwrap();
-    assert_eq!(
-        gaps.iter().map(|g| g.kind).collect::<Vec<_>>(),
-        ["stale_backlog"]
-    );
-    store.create_task(request("next")).unwrap();
     assert_eq!(verify_task_log(dir.path(), None).unwrap(), []);
+    store.create_task(request("next")).unwrap();
+    store.sync_backlog().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains(task.id.as_str()), "{text}");
 }
 
 fn claim_events(dir: &Path, id: &TaskId) -> usize {
@@ -190,14 +192,8 @@ fn evidence_a_crash_left_unwritten_is_written_once_on_open() {
             point != CrashPoint::AfterJournalRows,
             "{point:?}: {gaps:?}"
         );
-        assert_eq!(
-            kinds.contains(&"stale_backlog"),
-            point == CrashPoint::AfterLogAppend,
-            "{point:?}: {gaps:?}"
-        );
         assert!(
             gaps.iter()
-                .filter(|g| g.kind != "stale_backlog")
                 .all(|g| g.file.ends_with("tasks.jsonl") && g.line > 0)
         );
 
@@ -208,6 +204,7 @@ fn evidence_a_crash_left_unwritten_is_written_once_on_open() {
                 reopened.get_task(&task.id).unwrap().status,
                 TaskStatus::Claimed
             );
+            reopened.sync_backlog().unwrap();
         }
         assert_eq!(claimed_rows(dir.path(), &task.id), 1, "{point:?}");
         assert_eq!(claim_events(dir.path(), &task.id), 1, "{point:?}");
@@ -380,6 +377,7 @@ fn a_crash_before_the_backlog_rewrite_never_grants_the_task_again() {
     };
     let (dir, store) = project();
     let task = store.create_task(request("t")).unwrap();
+    store.sync_backlog().unwrap();
     store.set_crash_point(Some(CrashPoint::AfterLogAppend));
     assert!(store.fail_task(&task.id, "broken").is_err());
     store.set_crash_point(None);

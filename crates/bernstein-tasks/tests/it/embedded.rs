@@ -389,6 +389,13 @@ fn the_backlog_tracks_claimable_tasks_and_adopts_receipt_claims() {
     .unwrap();
     let first = store.create_task(request("first")).unwrap();
     let second = store.create_task(request("second")).unwrap();
+    // Mutations leave the file alone; a reader that needs it current syncs it.
+    assert!(
+        !std::fs::read_to_string(runtime(dir.path()).join("task-backlog.json"))
+            .unwrap()
+            .contains(first.id.as_str())
+    );
+    store.sync_backlog().unwrap();
     let text = std::fs::read_to_string(runtime(dir.path()).join("task-backlog.json")).unwrap();
     assert!(text.starts_with("[\n  {\n    \"id\": \"b-1\""), "{text}");
     assert_eq!(
@@ -408,6 +415,7 @@ fn the_backlog_tracks_claimable_tasks_and_adopts_receipt_claims() {
             },
         )
         .unwrap();
+    store.sync_backlog().unwrap();
     assert_eq!(
         row_summary(&backlog(dir.path()))[1],
         (
@@ -417,6 +425,7 @@ fn the_backlog_tracks_claimable_tasks_and_adopts_receipt_claims() {
         )
     );
     store.complete_task(&first.id, "done").unwrap();
+    store.sync_backlog().unwrap();
     assert_eq!(
         backlog(dir.path()).len(),
         2,

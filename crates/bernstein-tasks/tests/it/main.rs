@@ -8,4 +8,5 @@ mod durability;
 mod embedded;
 mod processes;
 mod remote;
+mod scale;
 pub mod suite;

@@ -680,6 +680,8 @@ fn owed_evidence_survives_sigkill_at_each_kill_point() {
             .filter(|r| r.event_type == "task.claim_receipt" && r.resource_id == task.id.as_str())
             .count();
         assert_eq!(receipts, 1, "{point}");
+        // The backlog is brought in step when a reader needs it (here, explicitly).
+        store.sync_backlog().unwrap();
         let backlog = std::fs::read_to_string(
             dir.path()
                 .join(".sdd/runtime")

@@ -283,7 +283,15 @@ async fn a_stale_backlog_never_grants_a_second_claim() {
             .await;
         ids.push(payload(&run)["task_id"].as_str().unwrap().to_owned());
     }
-    // Both tasks open: the snapshot a crash could leave behind.
+    // A claim the backlog cannot grant (no task of that role) still brings the file in step
+    // first: both tasks open, the snapshot a crash could leave behind.
+    let refused = project
+        .call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-0", "role": "nobody"}),
+        )
+        .await;
+    assert_eq!(payload(&refused)["granted"], false, "{}", refused.text);
     let stale = std::fs::read(&backlog).unwrap();
 
     let first = project

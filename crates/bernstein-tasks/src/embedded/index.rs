@@ -1,0 +1,334 @@
+//! The in-memory index of the task log: per task only what the store decides on without the full
+//! record, and where the full record lies in the log.
+//!
+//! Per task the index keeps the id, status, role (interned), version, cost, parent, dependencies
+//! and the location (offset, length, line) of its current snapshot line. Everything else (title,
+//! description, metadata, the unmodelled reference keys) stays in the log and is read back on
+//! demand with one `pread` (module `log`). That keeps memory at a few hundred bytes per task
+//! whatever the records hold, where a fold of full records costs tens of KiB per task.
+//!
+//! Two reverse maps make the cascades proportional to what they touch rather than to the
+//! project: children by parent id and dependents by dependency id. They may list a task that
+//! no longer has that parent or dependency (a foreign writer can rewrite a record), so callers
+//! check the current entry; they never miss one, because every snapshot's links are added.
+//!
+//! The status figures of `bernstein_status` ([`Index::summary`]) are counted as records are
+//! applied, so a status call costs the number of roles, not the number of tasks. Costs are the
+//! one exception: a sum of floats updated by additions and subtractions drifts from the sum the
+//! reference computes in creation order, so when any task carries a cost the sum is recomputed
+//! from the index (the store itself never sets one; only foreign records do).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::backend::{RoleSummary, STATUS_COST_DECIMALS, StatusSummary};
+use crate::lifecycle::TaskStatus;
+use crate::model::{Task, TaskId};
+
+/// What a snapshot line contributes to the index.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Meta {
+    /// The task id.
+    pub(crate) id: TaskId,
+    /// Its status.
+    pub(crate) status: TaskStatus,
+    /// Its version.
+    pub(crate) version: u64,
+    /// Its role.
+    pub(crate) role: String,
+    /// Its dependencies.
+    pub(crate) depends_on: Vec<TaskId>,
+    /// Its parent.
+    pub(crate) parent: Option<TaskId>,
+    /// Its recorded spend.
+    pub(crate) cost_usd: f64,
+}
+
+impl Meta {
+    /// The index fields of `task`.
+    pub(crate) fn of(task: &Task) -> Meta {
+        Meta {
+            id: task.id.clone(),
+            status: task.status,
+            version: task.version,
+            role: task.role.clone(),
+            depends_on: task.depends_on.clone(),
+            parent: task.parent_task_id.clone(),
+            cost_usd: task.cost_usd,
+        }
+    }
+}
+
+/// Where a snapshot line lies in the current log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Location {
+    /// Byte offset of the line.
+    pub(crate) offset: u64,
+    /// Its length in bytes, newline included.
+    pub(crate) len: u32,
+    /// Its 1-based line number, for errors.
+    pub(crate) line: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    at: Location,
+    status: TaskStatus,
+    role: u32,
+    version: u64,
+    cost_usd: f64,
+    parent: Option<TaskId>,
+    depends_on: Box<[TaskId]>,
+}
+
+/// Task counts of one role, kept as records are applied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RoleCounts {
+    tasks: u64,
+    open: u64,
+    claimed: u64,
+    done: u64,
+    failed: u64,
+    refused: u64,
+}
+
+impl RoleCounts {
+    fn add(&mut self, status: TaskStatus, sign: i8) {
+        let field = match status {
+            TaskStatus::Open => Some(&mut self.open),
+            TaskStatus::Claimed => Some(&mut self.claimed),
+            TaskStatus::Done => Some(&mut self.done),
+            TaskStatus::Failed => Some(&mut self.failed),
+            TaskStatus::Refused => Some(&mut self.refused),
+            _ => None,
+        };
+        for count in [Some(&mut self.tasks), field].into_iter().flatten() {
+            if sign > 0 {
+                *count += 1;
+            } else {
+                *count = count.saturating_sub(1);
+            }
+        }
+    }
+}
+
+/// The index of every task, in creation order (a task's slot is its creation position).
+#[derive(Debug, Default)]
+pub(crate) struct Index {
+    ids: Vec<TaskId>,
+    slots: HashMap<TaskId, usize>,
+    entries: Vec<Entry>,
+    roles: Vec<String>,
+    role_slots: HashMap<String, u32>,
+    counts: Vec<RoleCounts>,
+    /// Tasks whose cost is positive; while 0 every cost figure is 0 without a sum.
+    costed: u64,
+    children: HashMap<TaskId, Vec<u32>>,
+    dependents: HashMap<TaskId, Vec<u32>>,
+}
+
+fn link(map: &mut HashMap<TaskId, Vec<u32>>, key: &TaskId, slot: usize) {
+    let slot = u32::try_from(slot).unwrap_or(u32::MAX);
+    let list = map.entry(key.clone()).or_default();
+    if list.last() != Some(&slot) && !list.contains(&slot) {
+        list.push(slot);
+    }
+}
+
+impl Index {
+    fn role_slot(&mut self, role: String) -> u32 {
+        if let Some(&slot) = self.role_slots.get(&role) {
+            return slot;
+        }
+        let slot = u32::try_from(self.roles.len()).unwrap_or(u32::MAX);
+        self.roles.push(role.clone());
+        self.role_slots.insert(role, slot);
+        self.counts.push(RoleCounts::default());
+        slot
+    }
+
+    fn count(&mut self, role: u32, status: TaskStatus, cost_usd: f64, sign: i8) {
+        if let Some(counts) = self.counts.get_mut(role as usize) {
+            counts.add(status, sign);
+        }
+        if cost_usd > 0.0 {
+            if sign > 0 {
+                self.costed += 1;
+            } else {
+                self.costed = self.costed.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Applies the snapshot `meta` read or written at `at`: the task's entry now describes it.
+    pub(crate) fn apply(&mut self, meta: Meta, at: Location) {
+        let role = self.role_slot(meta.role);
+        let slot = match self.slots.get(&meta.id) {
+            Some(&slot) => {
+                let old = &self.entries[slot];
+                let (old_role, old_status, old_cost) = (old.role, old.status, old.cost_usd);
+                self.count(old_role, old_status, old_cost, -1);
+                slot
+            }
+            None => {
+                let slot = self.ids.len();
+                self.ids.push(meta.id.clone());
+                self.slots.insert(meta.id.clone(), slot);
+                self.entries.push(Entry {
+                    at,
+                    status: meta.status,
+                    role,
+                    version: meta.version,
+                    cost_usd: meta.cost_usd,
+                    parent: None,
+                    depends_on: Box::default(),
+                });
+                slot
+            }
+        };
+        if let Some(parent) = &meta.parent {
+            link(&mut self.children, parent, slot);
+        }
+        for dep in &meta.depends_on {
+            link(&mut self.dependents, dep, slot);
+        }
+        self.count(role, meta.status, meta.cost_usd, 1);
+        self.entries[slot] = Entry {
+            at,
+            status: meta.status,
+            role,
+            version: meta.version,
+            cost_usd: meta.cost_usd,
+            parent: meta.parent,
+            depends_on: meta.depends_on.into_boxed_slice(),
+        };
+    }
+
+    /// How many tasks there are.
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The task ids in creation order.
+    pub(crate) fn ids(&self) -> &[TaskId] {
+        &self.ids
+    }
+
+    /// The creation position of `id`.
+    pub(crate) fn slot(&self, id: &TaskId) -> Option<usize> {
+        self.slots.get(id).copied()
+    }
+
+    /// Whether a task `id` exists.
+    pub(crate) fn contains(&self, id: &TaskId) -> bool {
+        self.slots.contains_key(id)
+    }
+
+    /// Where the current snapshot of the task at `slot` lies.
+    pub(crate) fn location(&self, slot: usize) -> Location {
+        self.entries[slot].at
+    }
+
+    /// Points the task at `slot` to its line in a rewritten log.
+    pub(crate) fn relocate(&mut self, slot: usize, at: Location) {
+        self.entries[slot].at = at;
+    }
+
+    /// The status of the task at `slot`.
+    pub(crate) fn status_at(&self, slot: usize) -> TaskStatus {
+        self.entries[slot].status
+    }
+
+    /// The version of the task at `slot`.
+    pub(crate) fn version_at(&self, slot: usize) -> u64 {
+        self.entries[slot].version
+    }
+
+    /// The status of `id`.
+    pub(crate) fn status(&self, id: &TaskId) -> Option<TaskStatus> {
+        self.slot(id).map(|slot| self.entries[slot].status)
+    }
+
+    /// The parent of `id`.
+    pub(crate) fn parent(&self, id: &TaskId) -> Option<&TaskId> {
+        self.slot(id)
+            .and_then(|slot| self.entries[slot].parent.as_ref())
+    }
+
+    /// The dependencies of `id`.
+    pub(crate) fn depends_on(&self, id: &TaskId) -> &[TaskId] {
+        self.slot(id)
+            .map_or(&[][..], |slot| &self.entries[slot].depends_on)
+    }
+
+    /// Tasks that named `parent` as their parent in some snapshot, in creation order (a
+    /// superset: check the current parent).
+    pub(crate) fn children(&self, parent: &TaskId) -> impl Iterator<Item = &TaskId> + '_ {
+        self.children
+            .get(parent)
+            .into_iter()
+            .flatten()
+            .map(|&slot| &self.ids[slot as usize])
+    }
+
+    /// Tasks that listed `dep` among their dependencies in some snapshot (a superset: check the
+    /// current dependencies).
+    pub(crate) fn dependents(&self, dep: &TaskId) -> impl Iterator<Item = &TaskId> + '_ {
+        self.dependents
+            .get(dep)
+            .into_iter()
+            .flatten()
+            .map(|&slot| &self.ids[slot as usize])
+    }
+
+    /// Whether some snapshot named `id` as a dependency.
+    pub(crate) fn is_referenced(&self, id: &TaskId) -> bool {
+        self.dependents.contains_key(id)
+    }
+
+    /// The `GET /status` figures, from the counts kept as records were applied; the same
+    /// figures [`StatusSummary::from_tasks`] folds from every task.
+    pub(crate) fn summary(&self) -> StatusSummary {
+        let mut summary = StatusSummary::from_tasks(std::iter::empty());
+        let mut rows: BTreeMap<&str, RoleSummary> = BTreeMap::new();
+        for (role, counts) in self.roles.iter().zip(&self.counts) {
+            if counts.tasks == 0 {
+                continue;
+            }
+            summary.total += counts.tasks;
+            summary.open += counts.open;
+            summary.claimed += counts.claimed;
+            summary.done += counts.done;
+            summary.failed += counts.failed;
+            summary.refused += counts.refused;
+            rows.insert(
+                role.as_str(),
+                RoleSummary {
+                    role: role.clone(),
+                    open: counts.open,
+                    claimed: counts.claimed,
+                    done: counts.done,
+                    failed: counts.failed,
+                    cost_usd: None,
+                },
+            );
+        }
+        if self.costed > 0 {
+            // Summed in creation order, exactly as the fold over every task sums them.
+            let mut per_role: BTreeMap<&str, f64> = BTreeMap::new();
+            let mut total = 0.0;
+            for entry in self.entries.iter().filter(|e| e.cost_usd > 0.0) {
+                let role = self.roles[entry.role as usize].as_str();
+                *per_role.entry(role).or_insert(0.0) += entry.cost_usd;
+                total += entry.cost_usd;
+            }
+            for (role, cost) in per_role {
+                if let Some(row) = rows.get_mut(role) {
+                    row.cost_usd = Some(crate::plan::python_round(cost, STATUS_COST_DECIMALS));
+                }
+            }
+            summary.total_cost_usd = crate::plan::python_round(total, STATUS_COST_DECIMALS);
+        }
+        summary.per_role = rows.into_values().collect();
+        summary
+    }
+}

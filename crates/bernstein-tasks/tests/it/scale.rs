@@ -1,0 +1,262 @@
+//! Issue 13 (scale): catching up reads only what other processes appended, a prefix changed
+//! behind the store's back is detected and read again in full, oversized lines are refused,
+//! the status counts kept as records are applied equal a recount after every kind of change,
+//! and the backlog a sync writes incrementally equals the one a fresh store projects.
+
+use std::path::Path;
+
+use bernstein_tasks::backend::{ClaimRequest, ListQuery, StatusSummary};
+use bernstein_tasks::embedded::{EmbeddedStore, MAX_LINE_BYTES};
+use bernstein_tasks::{Error, NewTask, TaskId, TaskStatus};
+use proptest::prelude::*;
+
+use crate::embedded::{runtime, test_key};
+use crate::suite::request;
+
+fn log_len(dir: &Path) -> u64 {
+    std::fs::metadata(runtime(dir).join("tasks.jsonl"))
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn catching_up_reads_only_the_appended_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    for n in 0..40 {
+        writer.create_task(request(&format!("before {n}"))).unwrap();
+    }
+    let reader = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    assert_eq!(reader.status_summary().unwrap().total, 40);
+    let before = reader.log_read_stats();
+    assert_eq!(before.catch_up_bytes, log_len(dir.path()));
+    let known = log_len(dir.path());
+
+    let mut later = Vec::new();
+    for n in 0..3 {
+        later.push(writer.create_task(request(&format!("after {n}"))).unwrap());
+    }
+    writer.fail_task(&later[0].id, "broken").unwrap();
+    let grown = log_len(dir.path()) - known;
+    let summary = reader.status_summary().unwrap();
+    assert_eq!((summary.total, summary.failed), (43, 1));
+    let after = reader.log_read_stats();
+    assert_eq!(
+        after.catch_up_bytes - before.catch_up_bytes,
+        grown,
+        "the catch-up read exactly the appended bytes"
+    );
+    assert_eq!(after.full_rereads, 0);
+    // The prefix check costs one line, not the file.
+    assert!(after.check_bytes - before.check_bytes < 4096, "{after:?}");
+
+    // Nothing appended: nothing read but the check.
+    reader.status_summary().unwrap();
+    assert_eq!(reader.log_read_stats().catch_up_bytes, after.catch_up_bytes);
+}
+
+#[test]
+fn a_prefix_rewritten_in_place_is_detected_and_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = EmbeddedStore::open(dir.path(), None).unwrap();
+    let first = writer.create_task(request("first title")).unwrap();
+    let second = writer.create_task(request("other title")).unwrap();
+    let reader = EmbeddedStore::open(dir.path(), None).unwrap();
+    assert_eq!(reader.get_task(&second.id).unwrap().title, "other title");
+
+    // Another process rewrites the file in place (same inode) with a changed line and appends
+    // one more: the offset the reader holds no longer ends what it read.
+    let path = runtime(dir.path()).join("tasks.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let changed = text.replace("\"other title\"", "\"new.. title\"");
+    let third = text
+        .lines()
+        .next()
+        .unwrap()
+        .replace(first.id.as_str(), "feedbeef0001");
+    std::fs::write(&path, format!("{changed}{third}\n")).unwrap();
+    let inode_kept = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&path).unwrap().ino()
+    };
+
+    let stats = reader.log_read_stats();
+    assert_eq!(reader.get_task(&second.id).unwrap().title, "new.. title");
+    assert!(
+        reader
+            .get_task(&TaskId::parse("feedbeef0001").unwrap())
+            .is_ok()
+    );
+    let after = reader.log_read_stats();
+    assert_eq!(after.prefix_changes, stats.prefix_changes + 1);
+    assert_eq!(after.full_rereads, stats.full_rereads + 1);
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode_kept);
+    }
+
+    // A rewrite that breaks a line is reported where it is corrupt, never built upon.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[0] = "{\"id\": \"broken\"";
+    let mut broken = lines.join("\n");
+    broken.push_str("\n{\"more\": 1}\n");
+    std::fs::write(&path, broken).unwrap();
+    match reader.status_summary() {
+        Err(Error::CorruptStore { line, .. }) => assert_eq!(line, Some(1)),
+        other => panic!("expected a corrupt store at line 1, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_line_longer_than_the_cap_is_refused_with_its_line_number() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = EmbeddedStore::open(dir.path(), None).unwrap();
+        store.create_task(request("fine")).unwrap();
+    }
+    let path = runtime(dir.path()).join("tasks.jsonl");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES + 1));
+    bytes.extend(b"\n");
+    std::fs::write(&path, &bytes).unwrap();
+    let error = EmbeddedStore::open(dir.path(), None).unwrap_err();
+    assert!(
+        matches!(&error, Error::CorruptStore { line: Some(2), problem, .. }
+            if problem.contains("longer than")),
+        "{error}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap().len(), bytes.len());
+}
+
+fn recount(store: &EmbeddedStore) -> StatusSummary {
+    StatusSummary::from_tasks(&store.list_tasks(&ListQuery::all()).unwrap().tasks)
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(u8),
+    Subtask(usize, u8),
+    Depend(usize),
+    Claim(usize),
+    Complete(usize, bool),
+    Fail(usize),
+    Cancel(usize),
+    Compact,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u8..3).prop_map(Op::Create),
+        1 => (any::<usize>(), 0u8..3).prop_map(|(p, r)| Op::Subtask(p, r)),
+        1 => any::<usize>().prop_map(Op::Depend),
+        2 => any::<usize>().prop_map(Op::Claim),
+        2 => (any::<usize>(), any::<bool>()).prop_map(|(t, e)| Op::Complete(t, e)),
+        1 => any::<usize>().prop_map(Op::Fail),
+        1 => any::<usize>().prop_map(Op::Cancel),
+        1 => Just(Op::Compact),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+const ROLES: [&str; 3] = ["backend", "frontend", "qa"];
+
+fn role_request(title: &str, role: u8) -> NewTask {
+    let mut request = request(title);
+    request.role = ROLES[usize::from(role)].to_owned();
+    request
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    /// The counts `bernstein_status` reads, kept up to date as records are applied, equal a
+    /// recount over every task after each create, claim, completion, failure, cancel (with
+    /// its cascades), compaction and reopen; and the backlog synced incrementally equals the
+    /// one a fresh store projects from the same log.
+    #[test]
+    fn status_counts_stay_exact_and_the_backlog_matches_a_full_projection(
+        ops in proptest::collection::vec(op(), 1..24),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = EmbeddedStore::open(dir.path(), None).unwrap();
+        let mut ids: Vec<TaskId> = Vec::new();
+        let pick = |ids: &[TaskId], n: usize| ids.get(n % ids.len().max(1)).cloned();
+        for (step, op) in ops.iter().enumerate() {
+            // Refusals (illegal transitions, unmet dependencies) are part of the mix.
+            match op {
+                Op::Create(role) => {
+                    ids.push(store.create_task(role_request(&format!("t{step}"), *role)).unwrap().id);
+                }
+                Op::Subtask(parent, role) => {
+                    if let Some(parent) = pick(&ids, *parent)
+                        && let Ok(task) = store.create_subtask(&parent, role_request("sub", *role))
+                    {
+                        ids.push(task.id);
+                    }
+                }
+                Op::Depend(on) => {
+                    if let Some(dep) = pick(&ids, *on) {
+                        let mut request = request("dependent");
+                        request.depends_on = vec![dep];
+                        ids.push(store.create_task(request).unwrap().id);
+                    }
+                }
+                Op::Claim(t) => {
+                    if let Some(id) = pick(&ids, *t) {
+                        let _ = store.claim_task(&id, &ClaimRequest {
+                            claimer: Some("w".into()),
+                            ..ClaimRequest::default()
+                        });
+                    }
+                }
+                Op::Complete(t, empty) => {
+                    if let Some(id) = pick(&ids, *t) {
+                        let _ = store.complete_task(&id, if *empty { "" } else { "done" });
+                    }
+                }
+                Op::Fail(t) => {
+                    if let Some(id) = pick(&ids, *t) {
+                        let _ = store.fail_task(&id, "broken");
+                    }
+                }
+                Op::Cancel(t) => {
+                    if let Some(id) = pick(&ids, *t) {
+                        let _ = store.cancel_task(&id, "not needed");
+                    }
+                }
+                Op::Compact => {
+                    store.compact().unwrap();
+                }
+                Op::Reopen => {
+                    drop(store);
+                    store = EmbeddedStore::open(dir.path(), None).unwrap();
+                }
+            }
+            prop_assert_eq!(store.status_summary().unwrap(), recount(&store), "after {:?}", op);
+        }
+
+        store.sync_backlog().unwrap();
+        let synced = std::fs::read(runtime(dir.path()).join("task-backlog.json")).unwrap_or_default();
+        let fresh = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(runtime(fresh.path())).unwrap();
+        if runtime(dir.path()).join("tasks.jsonl").exists() {
+            std::fs::copy(
+                runtime(dir.path()).join("tasks.jsonl"),
+                runtime(fresh.path()).join("tasks.jsonl"),
+            )
+            .unwrap();
+        }
+        let other = EmbeddedStore::open(fresh.path(), None).unwrap();
+        other.sync_backlog().unwrap();
+        let projected = std::fs::read(runtime(fresh.path()).join("task-backlog.json")).unwrap_or_default();
+        prop_assert_eq!(String::from_utf8_lossy(&synced), String::from_utf8_lossy(&projected));
+        let open_rows = other
+            .list_tasks(&ListQuery { status: Some(TaskStatus::Open), ..ListQuery::all() })
+            .unwrap()
+            .tasks
+            .len();
+        prop_assert_eq!(String::from_utf8_lossy(&projected).matches("\"status\": \"open\"").count(), open_rows);
+    }
+}
