@@ -37,6 +37,7 @@ mod limits;
 pub mod prompts;
 mod scope;
 mod tasks;
+pub mod telemetry;
 
 pub use anchor::{
     ABANDONED_CALL_EVENT, Anchor, AnchoredCall, CallOrder, OrderProblem, RecordedCall,

@@ -9,6 +9,8 @@ use anyhow::Context;
 use bernstein_journal::key::{AuditKey, KeyLocator};
 use clap::{Args, Parser, Subcommand};
 
+use crate::cli_ops::{LogFormat, MetricsArgs};
+
 /// bernstein-mcp: the Bernstein MCP server and offline evidence verifier.
 ///
 /// Without a subcommand it serves MCP over stdio for the project in the current directory (or
@@ -20,6 +22,15 @@ pub(crate) struct Cli {
     pub(crate) command: Option<Command>,
     #[command(flatten)]
     pub(crate) serve: ServeArgs,
+    /// How log lines are written to stderr: `text` (default) or `json`, one object a line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT"
+    )]
+    pub(crate) log_format: LogFormat,
 }
 
 /// How the default serve mode runs.
@@ -48,6 +59,8 @@ pub(crate) struct ServeArgs {
     /// any, a local stdio client may name any project root on the machine.
     #[arg(long = "allow-root", value_name = "DIR")]
     pub(crate) allow_roots: Vec<PathBuf>,
+    #[command(flatten)]
+    pub(crate) metrics: MetricsArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -7,6 +7,9 @@
 
 mod audit_calls;
 mod cli;
+mod cli_ops;
+mod logging;
+mod metrics_setup;
 mod project_verify;
 mod serve;
 mod verify_cmds;
@@ -28,7 +31,7 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_logging();
+    logging::init(cli.log_format);
     match run(cli) {
         Ok(Outcome::Verified | Outcome::Served) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
@@ -76,17 +79,4 @@ fn run(cli: cli::Cli) -> anyhow::Result<Outcome> {
             args.json,
         ),
     }
-}
-
-/// Logs go to stderr: on stdio, stdout belongs to the protocol. `RUST_LOG` sets the filter.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .without_time()
-        .init();
 }

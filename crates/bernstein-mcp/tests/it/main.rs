@@ -4,6 +4,8 @@
 mod audit_oracle_cli;
 mod dlp_cli;
 mod handle_cli;
+mod logging_cli;
+mod metrics_cli;
 mod serve_cli;
 mod support;
 mod verify_cli;
