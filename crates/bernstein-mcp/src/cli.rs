@@ -9,7 +9,7 @@ use anyhow::Context;
 use bernstein_journal::key::{AuditKey, KeyLocator};
 use clap::{Args, Parser, Subcommand};
 
-use crate::cli_ops::{LogFormat, MetricsArgs};
+use crate::cli_ops::{CompletionsArgs, DoctorArgs, LogFormat, MetricsArgs};
 
 /// bernstein-mcp: the Bernstein MCP server and offline evidence verifier.
 ///
@@ -84,6 +84,15 @@ pub(crate) enum Command {
     /// Exit status: 0 when everything verifies, 1 when anything fails, 2 on a usage or setup
     /// error.
     Verify(ProjectVerifyArgs),
+    /// Check the setup and say how to fix each problem: the audit key (found, where, its
+    /// permissions), `.sdd/` (exists, writable), the clock, the anchoring run, the task server,
+    /// the HTTP port, the tool tier and the environment in force. Creates no key and writes no
+    /// evidence.
+    ///
+    /// Exit status: 0 when the setup is healthy, 1 when a problem was found, 2 on a usage error.
+    Doctor(DoctorArgs),
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,6 +8,8 @@
 mod audit_calls;
 mod cli;
 mod cli_ops;
+mod completions;
+mod doctor;
 mod logging;
 mod metrics_setup;
 mod project_verify;
@@ -72,6 +74,8 @@ fn run(cli: cli::Cli) -> anyhow::Result<Outcome> {
             args.key_file,
             args.json,
         ),
+        cli::Command::Doctor(args) => doctor::doctor(args),
+        cli::Command::Completions(args) => completions::completions(args.shell),
         cli::Command::Verify(args) => verify_cmds::project_verify(
             &args.project.workdir,
             &args.receipt,

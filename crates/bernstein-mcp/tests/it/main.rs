@@ -3,6 +3,7 @@
 
 mod audit_oracle_cli;
 mod dlp_cli;
+mod doctor_cli;
 mod handle_cli;
 mod logging_cli;
 mod metrics_cli;
