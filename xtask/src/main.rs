@@ -23,6 +23,7 @@ mod interop;
 mod interop_clients;
 mod interop_drivers;
 mod interop_loop;
+mod progress;
 mod tidy;
 
 use std::path::{Path, PathBuf};

@@ -12,6 +12,7 @@ mod completions;
 mod doctor;
 mod logging;
 mod metrics_setup;
+mod progress;
 mod project_verify;
 mod serve;
 mod verify_cmds;

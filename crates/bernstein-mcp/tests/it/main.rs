@@ -7,6 +7,7 @@ mod doctor_cli;
 mod handle_cli;
 mod logging_cli;
 mod metrics_cli;
+mod progress_cli;
 mod serve_cli;
 mod support;
 mod verify_cli;
