@@ -2,6 +2,7 @@
 //! copies of the golden vectors, with exit codes and JSON output shapes snapshot-tested.
 
 mod audit_oracle_cli;
+mod completions_cli;
 mod dlp_cli;
 mod doctor_cli;
 mod handle_cli;
