@@ -25,6 +25,7 @@ mod interop_drivers;
 mod interop_loop;
 mod progress;
 mod tidy;
+mod tidy_deps;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
