@@ -1,7 +1,9 @@
 //! `cargo xtask codegen [--check]`: generated files, rebuilt from the live code.
 //!
 //! * `docs/tools.md`: the tool reference, rendered from the catalogue `bernstein-tools` builds
-//!   (the same one `tools/list` serves), so the documentation cannot drift from the surface.
+//!   (the same one `tools/list` serves), so the documentation cannot drift from the surface;
+//! * `docs/man/bernstein-mcp.1`: the man page, rendered by clap_mangen from the clap definition
+//!   the binary parses (`bernstein_mcp::command`).
 //!
 //! Generated files are committed. `--check` (and the `generated_files_are_fresh` test that
 //! `cargo test` runs) fails when a committed file differs from what the code generates now.
@@ -16,7 +18,10 @@ use crate::project_root;
 
 /// Every generated file: its path relative to the root, and how to render it.
 fn generated() -> anyhow::Result<Vec<(PathBuf, String)>> {
-    Ok(vec![(PathBuf::from("docs/tools.md"), tools_md()?)])
+    Ok(vec![
+        (PathBuf::from("docs/tools.md"), tools_md()?),
+        (PathBuf::from("docs/man/bernstein-mcp.1"), man_page()?),
+    ])
 }
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
@@ -35,6 +40,10 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         if check {
             stale.push(rel.display().to_string());
         } else {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("create {}", dir.display()))?;
+            }
             std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
             eprintln!("codegen: wrote {}", rel.display());
         }
@@ -54,6 +63,15 @@ fn tier_of(name: &str, catalogues: &[(Tier, Catalogue)]) -> Option<Tier> {
         .iter()
         .find(|(_, c)| c.tools().iter().any(|t| t.name == name))
         .map(|(tier, _)| *tier)
+}
+
+/// The man page of the binary, from its clap definition.
+fn man_page() -> anyhow::Result<String> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(bernstein_mcp::command())
+        .render(&mut out)
+        .context("render the man page")?;
+    String::from_utf8(out).context("the man page is not UTF-8")
 }
 
 fn tools_md() -> anyhow::Result<String> {

@@ -533,7 +533,9 @@ for n in range(int(count)):
         }
         std::fs::write(&go, b"")?;
         let chain = AuditChain::open(&audit_dir, key.clone());
+        let bar = crate::progress::counter("interop: appending to the shared chain", EACH as u64);
         for n in 0..EACH {
+            bar.inc();
             chain.append(&AuditEvent::new(
                 "task.created",
                 "bernstein-mcp",

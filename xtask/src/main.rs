@@ -26,7 +26,9 @@ mod interop;
 mod interop_clients;
 mod interop_drivers;
 mod interop_loop;
+mod progress;
 mod tidy;
+mod tidy_deps;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -32,6 +32,7 @@ pub(crate) fn run() -> anyhow::Result<()> {
     problems.extend(check_manifests());
     problems.extend(check_architecture_doc());
     problems.extend(check_layering()?);
+    problems.extend(crate::tidy_deps::check_dependency_table());
     if problems.is_empty() {
         eprintln!("tidy: ok");
         return Ok(());
@@ -264,6 +265,11 @@ mod tests {
     #[test]
     fn architecture_doc_covers_every_crate() {
         assert_clean(super::check_architecture_doc());
+    }
+
+    #[test]
+    fn dependency_table_lists_exactly_the_crates_used() {
+        assert_clean(crate::tidy_deps::check_dependency_table());
     }
 
     #[test]

@@ -58,13 +58,29 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// The histogram of [`sync_file`] latencies, in seconds (recorded through the `metrics` facade,
+/// a no-op unless the binary installed a recorder).
+pub const FSYNC_SECONDS_METRIC: &str = "bernstein_mcp_fsync_duration_seconds";
+
+/// Describes this crate's metrics to the installed recorder (the binary calls it once).
+pub fn describe_metrics() {
+    metrics::describe_histogram!(
+        FSYNC_SECONDS_METRIC,
+        metrics::Unit::Seconds,
+        "Latency of the fsync that acknowledges an evidence append (run journal, audit chain, mailbox, spine)."
+    );
+}
+
 /// Fsyncs an open file's data and metadata (the acknowledgement point of every append).
 pub(crate) fn sync_file(file: &File) -> io::Result<()> {
     #[cfg(test)]
     if seams::take_fsync_failure() {
         return Err(io::Error::other("injected fsync failure (test seam)"));
     }
-    file.sync_all()
+    let started = std::time::Instant::now();
+    let synced = file.sync_all();
+    metrics::histogram!(FSYNC_SECONDS_METRIC).record(started.elapsed().as_secs_f64());
+    synced
 }
 
 /// Creates `dir` and every missing ancestor, fsyncing the parent of each directory created

@@ -46,6 +46,7 @@ use crate::limits::Limits;
 use crate::prompts;
 use crate::scope::{CallScope, InFlightCall, NotificationSink, Refusal};
 use crate::tasks::{self, TASK_LIST_PAGE, TaskView};
+use crate::telemetry;
 
 /// The URI of the capability card resource.
 pub const CAPABILITY_URI: &str = "bernstein://capability";
@@ -644,7 +645,18 @@ impl Dispatcher {
             "server/discover" => Ok(self.discover()),
             "ping" if !request.is_stateless() => Ok(json!({})),
             "tools/list" => Ok(self.list_tools()),
-            "tools/call" => self.call_tool(request, in_flight, notify).await,
+            "tools/call" => {
+                let served = request
+                    .param("name")
+                    .and_then(JsonValue::as_str)
+                    .filter(|name| self.shared.catalogue.is_callable(name));
+                let mut measured = telemetry::ToolCallMetrics::start(served);
+                let answer = self
+                    .call_tool(request, in_flight, notify, &mut measured)
+                    .await;
+                measured.finish(&answer);
+                answer
+            }
             "prompts/list" => Ok(json!({"prompts": prompts::list()})),
             "prompts/get" => self.get_prompt(request),
             "resources/list" => Ok(self.list_resources()),
@@ -874,6 +886,7 @@ impl Dispatcher {
         request: &Request<'_>,
         in_flight: InFlightCall,
         notify: Arc<dyn NotificationSink>,
+        measured: &mut telemetry::ToolCallMetrics,
     ) -> Answer {
         let name = request
             .param("name")
@@ -925,6 +938,7 @@ impl Dispatcher {
         let anchored = if self.shared.catalogue.admits(name, &arguments) {
             self.anchor_call(request).await?
         } else {
+            measured.firewall_refused();
             None
         };
         let meta = request.param("_meta");
@@ -1001,11 +1015,17 @@ impl Dispatcher {
         let method = request.method.to_owned();
         // The params are shared with the blocking task, not copied: they may be large.
         let params = request.params.clone();
-        let anchored =
-            tokio::task::spawn_blocking(move || anchor.anchor(&method, params.as_deref()))
-                .await
-                .map_err(|err| Error::AnchorTask(err.to_string()))
-                .and_then(|anchored| anchored);
+        let anchored = tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            let anchored = anchor.anchor(&method, params.as_deref());
+            if anchored.is_ok() {
+                telemetry::anchor_committed(started);
+            }
+            anchored
+        })
+        .await
+        .map_err(|err| Error::AnchorTask(err.to_string()))
+        .and_then(|anchored| anchored);
         match anchored {
             Ok(call) => Ok(Some(call)),
             Err(err @ Error::CallIndexClaim { .. }) => {

@@ -382,6 +382,7 @@ pub fn result_response(id: &RequestId, result: JsonValue) -> JsonValue {
 
 /// `{"jsonrpc": "2.0", "id": <id or null>, "error": <error>}`.
 pub fn error_response(id: Option<&RequestId>, error: &RpcError) -> JsonValue {
+    crate::telemetry::jsonrpc_error(error);
     json!({
         "jsonrpc": "2.0",
         "id": id.map_or(JsonValue::Null, RequestId::to_json),

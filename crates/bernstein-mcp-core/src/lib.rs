@@ -38,6 +38,7 @@ pub mod prompts;
 mod readiness;
 mod scope;
 mod tasks;
+pub mod telemetry;
 
 pub use anchor::{
     ABANDONED_CALL_EVENT, Anchor, AnchoredCall, CallOrder, OrderProblem, RecordedCall,

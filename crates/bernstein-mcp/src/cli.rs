@@ -9,6 +9,8 @@ use anyhow::Context;
 use bernstein_journal::key::{AuditKey, KeyLocator};
 use clap::{Args, Parser, Subcommand};
 
+use crate::cli_ops::{CompletionsArgs, DoctorArgs, LogFormat, MetricsArgs};
+
 /// bernstein-mcp: the Bernstein MCP server and offline evidence verifier.
 ///
 /// Without a subcommand it serves MCP over stdio for the project in the current directory (or
@@ -20,6 +22,15 @@ pub(crate) struct Cli {
     pub(crate) command: Option<Command>,
     #[command(flatten)]
     pub(crate) serve: ServeArgs,
+    /// How log lines are written to stderr: `text` (default) or `json`, one object a line.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT"
+    )]
+    pub(crate) log_format: LogFormat,
 }
 
 /// How the default serve mode runs.
@@ -59,6 +70,8 @@ pub(crate) struct ServeArgs {
     /// With `--transport http`: the bind port (default 8053; $BERNSTEIN_MCP_PORT).
     #[arg(long, value_name = "PORT")]
     pub(crate) port: Option<u16>,
+    #[command(flatten)]
+    pub(crate) metrics: MetricsArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,6 +95,15 @@ pub(crate) enum Command {
     /// Exit status: 0 when everything verifies, 1 when anything fails, 2 on a usage or setup
     /// error.
     Verify(ProjectVerifyArgs),
+    /// Check the setup and say how to fix each problem: the audit key (found, where, its
+    /// permissions), `.sdd/` (exists, writable), the clock, the anchoring run, the task server,
+    /// the HTTP port, the tool tier and the environment in force. Creates no key and writes no
+    /// evidence.
+    ///
+    /// Exit status: 0 when the setup is healthy, 1 when a problem was found, 2 on a usage error.
+    Doctor(DoctorArgs),
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Subcommand)]

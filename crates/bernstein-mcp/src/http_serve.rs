@@ -20,7 +20,7 @@
 use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
-use bernstein_http::{HttpConfig, McpHttp, split_list};
+use bernstein_http::{HttpConfig, McpHttp, MetricsRenderer, split_list};
 use bernstein_mcp_core::{DispatcherBuilder, TransportInfo};
 
 use crate::Outcome;
@@ -64,12 +64,20 @@ pub(crate) fn requested(args: &ServeArgs) -> anyhow::Result<Option<HttpArgs>> {
 }
 
 /// Builds the dispatcher for HTTP and serves it until SIGTERM or SIGINT.
-pub(crate) fn serve_http(builder: DispatcherBuilder, http: HttpArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn serve_http(
+    builder: DispatcherBuilder,
+    http: HttpArgs,
+    render: MetricsRenderer,
+    metrics_listener: Option<std::net::TcpListener>,
+) -> anyhow::Result<Outcome> {
     let token = env_value("BERNSTEIN_MCP_TOKEN").or_else(|| env_value("BERNSTEIN_MCP_AUTH_TOKEN"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if let Some(listener) = metrics_listener {
+        runtime.spawn(crate::metrics_setup::serve(listener, render.clone()));
+    }
     runtime.block_on(async move {
         let address: SocketAddr = tokio::net::lookup_host((http.host.as_str(), http.port))
             .await
@@ -77,7 +85,7 @@ pub(crate) fn serve_http(builder: DispatcherBuilder, http: HttpArgs) -> anyhow::
             .next()
             .with_context(|| format!("--host {} resolves to no address", http.host))?;
         // Validated before binding, so an unsafe configuration never opens a port.
-        let config = http_config(address, token.clone())?;
+        let config = http_config(address, token.clone(), &render)?;
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
@@ -87,7 +95,7 @@ pub(crate) fn serve_http(builder: DispatcherBuilder, http: HttpArgs) -> anyhow::
         let config = if local == address {
             config
         } else {
-            http_config(local, token)?
+            http_config(local, token, &render)?
         };
         let dispatcher = builder
             .confine_workdirs(true)
@@ -119,8 +127,14 @@ pub(crate) fn serve_http(builder: DispatcherBuilder, http: HttpArgs) -> anyhow::
     Ok(Outcome::Served)
 }
 
-fn http_config(address: SocketAddr, token: Option<String>) -> anyhow::Result<HttpConfig> {
+fn http_config(
+    address: SocketAddr,
+    token: Option<String>,
+    render: &MetricsRenderer,
+) -> anyhow::Result<HttpConfig> {
+    // `/metrics` on the MCP listener renders the same registry, behind the endpoint's auth.
     let mut config = HttpConfig::builder(address)
+        .metrics(Some(render.clone()))
         .auth_type(if token.is_some() { "bearer" } else { "none" })
         .bearer_token(token)
         .oauth_issuer(env_value("BERNSTEIN_MCP_OAUTH_ISSUER"));

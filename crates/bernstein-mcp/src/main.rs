@@ -7,7 +7,13 @@
 
 mod audit_calls;
 mod cli;
+mod cli_ops;
+mod completions;
+mod doctor;
 mod http_serve;
+mod logging;
+mod metrics_setup;
+mod progress;
 mod project_verify;
 mod serve;
 mod verify_cmds;
@@ -29,7 +35,7 @@ enum Outcome {
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_logging();
+    logging::init(cli.log_format);
     match run(cli) {
         Ok(Outcome::Verified | Outcome::Served) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
@@ -70,6 +76,8 @@ fn run(cli: cli::Cli) -> anyhow::Result<Outcome> {
             args.key_file,
             args.json,
         ),
+        cli::Command::Doctor(args) => doctor::doctor(args),
+        cli::Command::Completions(args) => completions::completions(args.shell),
         cli::Command::Verify(args) => verify_cmds::project_verify(
             &args.project.workdir,
             &args.receipt,
@@ -77,17 +85,4 @@ fn run(cli: cli::Cli) -> anyhow::Result<Outcome> {
             args.json,
         ),
     }
-}
-
-/// Logs go to stderr: on stdio, stdout belongs to the protocol. `RUST_LOG` sets the filter.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .without_time()
-        .init();
 }

@@ -66,22 +66,39 @@ impl Section {
     }
 }
 
-/// Runs every verifier over the project at `root` (the directory holding `.sdd/`).
-pub(crate) fn verify_project(root: &Path, key: &AuditKey, receipts: &[PathBuf]) -> Vec<Section> {
+/// How many sections the report has (the array below is typed with it, so it cannot drift).
+pub(crate) const SECTION_COUNT: usize = 9;
+
+/// Runs every verifier over the project at `root` (the directory holding `.sdd/`), calling
+/// `starting` with each section's name before verifying it.
+pub(crate) fn verify_project(
+    root: &Path,
+    key: &AuditKey,
+    receipts: &[PathBuf],
+    starting: &mut dyn FnMut(&'static str),
+) -> Vec<Section> {
     let sdd = root.join(".sdd");
     let audit_dir = sdd.join("audit");
-    let chain_report = audit::verify(&audit_dir, key);
-    vec![
-        audit_section(&audit_dir, &chain_report),
-        journals_section(root, &audit_dir, key),
-        mailbox_section(&sdd, key),
-        receipts_section(root, key, receipts),
-        artifacts_section(root, key),
-        lineage_section(root, &sdd, key),
-        capsules_section(root, &audit_dir, key),
-        plans_section(&sdd),
-        tasks_section(root, &audit_dir, key),
-    ]
+    let steps: [(&'static str, &dyn Fn() -> Section); SECTION_COUNT] = [
+        ("audit", &|| {
+            audit_section(&audit_dir, &audit::verify(&audit_dir, key))
+        }),
+        ("journals", &|| journals_section(root, &audit_dir, key)),
+        ("mailbox", &|| mailbox_section(&sdd, key)),
+        ("receipts", &|| receipts_section(root, key, receipts)),
+        ("artifacts", &|| artifacts_section(root, key)),
+        ("lineage_log", &|| lineage_section(root, &sdd, key)),
+        ("capsules", &|| capsules_section(root, &audit_dir, key)),
+        ("plans", &|| plans_section(&sdd)),
+        ("tasks", &|| tasks_section(root, &audit_dir, key)),
+    ];
+    steps
+        .iter()
+        .map(|(name, verify)| {
+            starting(name);
+            verify()
+        })
+        .collect()
 }
 
 /// The whole report as one JSON object: `{"ok", "sections": {name: {...}}}`.

@@ -18,6 +18,7 @@
 //! | `--anchor-run` | the run every call is anchored in |
 //! | `BERNSTEIN_MCP_DLP` | the mailbox DLP rule set: `extended` (default) or `reference` (the reference's eight rules, byte for byte) |
 //! | `--allow-root` (repeatable), `BERNSTEIN_MCP_ALLOW_ROOTS` (`:`-separated) | confine tools' `workdir` to the project root plus these roots (unconfined without any) |
+//! | `--metrics-addr`, `--metrics-public` | a Prometheus listener without auth (loopback unless public is explicit) |
 //!
 //! `--transport http` (see `http_serve`) reads its own settings and serves the same dispatcher.
 //!
@@ -35,6 +36,9 @@ use crate::cli::{ServeArgs, env_raw, env_value, key_locator};
 
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
     let http = crate::http_serve::requested(&args)?;
+    // Flags are checked and the listener bound before anything is created on disk.
+    let metrics_listener = crate::metrics_setup::bind(&args.metrics)?;
+    let metrics = crate::metrics_setup::install()?;
     let workdir = match args.workdir {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -100,7 +104,8 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         builder = builder.confine_workdirs(true).allowed_roots(allow_roots);
     }
     if let Some(http) = http {
-        return crate::http_serve::serve_http(builder, http);
+        let render = crate::metrics_setup::renderer(&metrics);
+        return crate::http_serve::serve_http(builder, http, render, metrics_listener);
     }
     let dispatcher = builder
         .build()
@@ -115,6 +120,10 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    if let Some(listener) = metrics_listener {
+        let render = crate::metrics_setup::renderer(&metrics);
+        runtime.spawn(crate::metrics_setup::serve(listener, render));
+    }
     let served = runtime.block_on(bernstein_stdio::serve_stdio(dispatcher));
     // A stdin read parked on the blocking pool cannot be interrupted; do not wait for it.
     runtime.shutdown_background();

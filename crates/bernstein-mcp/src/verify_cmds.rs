@@ -5,11 +5,11 @@
 //! stdout (`--json`). The JSON shapes are part of the interface: scripts depend on them, and the
 //! integration tests snapshot them.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bernstein_journal::audit::{self, AuditChain, Finding, Tear, VerifyProgress, VerifyReport};
+use bernstein_journal::audit::{self, AuditChain, Finding, Tear, VerifyReport};
 use bernstein_journal::capsule::verify_context_capsule;
 use bernstein_journal::claim::{
     ClaimReceipt, backlog_path, read_backlog, verify_claim_receipt_against_backlog,
@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::Outcome;
 use crate::cli::{AuditVerifyArgs, JournalHandleArgs, JournalVerifyArgs, load_audit_key};
+use crate::progress::Progress;
 
 pub(crate) fn sdd_dir(workdir: &Path) -> anyhow::Result<PathBuf> {
     let sdd = workdir.join(".sdd");
@@ -37,9 +38,9 @@ pub(crate) fn audit_verify(args: AuditVerifyArgs) -> anyhow::Result<Outcome> {
     let audit_dir = sdd_dir(&args.project.workdir)?.join("audit");
     // Verification reads the key and never creates one: a missing key is a setup error.
     let key = load_audit_key(args.key_file)?;
-    let mut bar = ProgressBar::new(!args.json && std::io::stderr().is_terminal());
-    let report = audit::verify_with_progress(&audit_dir, &key, &mut |p| bar.update(p));
-    bar.finish();
+    let bar = Progress::bytes(!args.json, "verifying the audit chain");
+    let report = audit::verify_with_progress(&audit_dir, &key, &mut |p| bar.bytes_done(p));
+    drop(bar);
     if args.json {
         print_json(&audit_report_json(&report))?;
     } else {
@@ -307,49 +308,6 @@ pub(crate) fn print_text(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A one-line progress bar on stderr, drawn only when stderr is a terminal.
-struct ProgressBar {
-    enabled: bool,
-    last_percent: Option<u64>,
-}
-
-impl ProgressBar {
-    fn new(enabled: bool) -> ProgressBar {
-        ProgressBar {
-            enabled,
-            last_percent: None,
-        }
-    }
-
-    fn update(&mut self, progress: VerifyProgress) {
-        if !self.enabled || progress.bytes_total == 0 {
-            return;
-        }
-        let percent = (progress.bytes_done.min(progress.bytes_total) * 100) / progress.bytes_total;
-        if self.last_percent == Some(percent) {
-            return;
-        }
-        self.last_percent = Some(percent);
-        let filled = (percent / 5) as usize;
-        let mut stderr = std::io::stderr().lock();
-        let _ = write!(
-            stderr,
-            "\rverifying [{}{}] {percent:>3}%",
-            "#".repeat(filled),
-            " ".repeat(20 - filled)
-        );
-        let _ = stderr.flush();
-    }
-
-    fn finish(&mut self) {
-        if self.enabled && self.last_percent.is_some() {
-            let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r{}\r", " ".repeat(40));
-            let _ = stderr.flush();
-        }
-    }
-}
-
 /// Reads a JSON object from `path`, unwrapping a tool-result envelope (`{"result": …}`).
 fn read_wire_object(path: &Path) -> anyhow::Result<Object> {
     let text =
@@ -460,7 +418,10 @@ pub(crate) fn project_verify(
 ) -> anyhow::Result<Outcome> {
     sdd_dir(workdir)?;
     let key = load_audit_key(key_file)?;
-    let sections = crate::project_verify::verify_project(workdir, &key, receipts);
+    let sections = {
+        let bar = Progress::steps(!as_json, crate::project_verify::SECTION_COUNT as u64);
+        crate::project_verify::verify_project(workdir, &key, receipts, &mut |name| bar.step(name))
+    };
     let ok = sections.iter().all(|s| s.ok);
     if as_json {
         let report = crate::project_verify::report_object(&sections);

@@ -2,9 +2,14 @@
 //! copies of the golden vectors, with exit codes and JSON output shapes snapshot-tested.
 
 mod audit_oracle_cli;
+mod completions_cli;
 mod dlp_cli;
+mod doctor_cli;
 mod handle_cli;
 mod http_cli;
+mod logging_cli;
+mod metrics_cli;
+mod progress_cli;
 mod serve_cli;
 mod support;
 mod verify_cli;

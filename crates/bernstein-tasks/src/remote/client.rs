@@ -87,6 +87,19 @@ pub(crate) struct Reply {
     pub(crate) body: Bytes,
 }
 
+/// The histogram of task-server round trips, in seconds, by HTTP method and result
+/// (`answered`: any HTTP status came back; `failed`: no answer; `timeout`).
+pub const BACKEND_ROUND_TRIP_METRIC: &str = "bernstein_mcp_backend_round_trip_seconds";
+
+/// Describes the remote backend's metrics to the installed recorder (the binary calls it once).
+pub fn describe_metrics() {
+    metrics::describe_histogram!(
+        BACKEND_ROUND_TRIP_METRIC,
+        metrics::Unit::Seconds,
+        "Round trip of one request to the remote task server (connect, send, read the whole answer), by HTTP method and result."
+    );
+}
+
 /// The configured connection to one task server.
 #[derive(Debug, Clone)]
 pub(crate) struct HttpClient {
@@ -153,10 +166,24 @@ impl HttpClient {
                 body,
             })
         };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(result) => result,
-            Err(_) => Err(RemoteFailure::timeout(method.as_str(), &url, self.timeout)),
-        }
+        let started = std::time::Instant::now();
+        let (answer, result) = match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(Ok(reply)) => (Ok(reply), "answered"),
+            Ok(Err(failure)) => (Err(failure), "failed"),
+            Err(_) => (
+                Err(RemoteFailure::timeout(method.as_str(), &url, self.timeout)),
+                "timeout",
+            ),
+        };
+        // The route is left out of the labels: it names task ids, which would make one series
+        // per task.
+        metrics::histogram!(
+            BACKEND_ROUND_TRIP_METRIC,
+            "method" => method.as_str().to_owned(),
+            "result" => result,
+        )
+        .record(started.elapsed().as_secs_f64());
+        answer
     }
 
     /// Sends `call` asking for `text/event-stream` and returns the answer's head and open body

@@ -153,6 +153,7 @@ use bernstein_protocol::pyjson::Value;
 use hyper::header::HeaderValue;
 
 pub use api::{AGENT_ID_HEADER, SubscribeOutcome, TaskServerClient, TraceContext};
+pub use client::{BACKEND_ROUND_TRIP_METRIC, describe_metrics};
 pub use failure::{FailureKind, RemoteFailure, StatusLine};
 
 use crate::backend::{

@@ -1,0 +1,189 @@
+//! The dispatcher's metrics, recorded through the `metrics` facade.
+//!
+//! The facade does no IO and keeps the layering: without an installed recorder (an embedding
+//! host that wants none, the unit tests) every record is a no-op. The binary installs the
+//! Prometheus recorder, calls [`describe`] once, and serves the text format on `/metrics` and
+//! `--metrics-addr`. Every name starts with `bernstein_mcp_`; label values come from closed
+//! sets (tool names the catalogue serves, outcomes, JSON-RPC codes), never from a caller's
+//! free text, so a client cannot create series at will.
+
+use std::time::Instant;
+
+use serde_json::Value as JsonValue;
+
+use crate::jsonrpc::RpcError;
+
+/// Counter of answered `tools/call` requests, by `tool` and `outcome`.
+pub const TOOL_CALLS_TOTAL: &str = "bernstein_mcp_tool_calls_total";
+/// Histogram of `tools/call` latency in seconds (anchoring included), by `tool`.
+pub const TOOL_CALL_DURATION: &str = "bernstein_mcp_tool_call_duration_seconds";
+/// Gauge of `tools/call` requests running now.
+pub const TOOL_CALLS_IN_FLIGHT: &str = "bernstein_mcp_tool_calls_in_flight";
+/// Counter of JSON-RPC error responses, by `code`.
+pub const JSONRPC_ERRORS_TOTAL: &str = "bernstein_mcp_jsonrpc_errors_total";
+/// Histogram of the anchoring append (journal row and audit entry, both fsynced), in seconds.
+pub const ANCHOR_APPEND_DURATION: &str = "bernstein_mcp_anchor_append_duration_seconds";
+/// Histogram of the rows made durable by one anchoring commit.
+pub const GROUP_COMMIT_BATCH_SIZE: &str = "bernstein_mcp_group_commit_batch_size";
+
+/// The `tool` label of a name the catalogue does not serve: unknown names stay one series.
+pub const UNKNOWN_TOOL: &str = "unknown";
+
+/// Describes every metric of the server (this crate's, and those recorded by
+/// `bernstein-journal` and `bernstein-tasks`) to the installed recorder.
+pub fn describe() {
+    metrics::describe_counter!(
+        TOOL_CALLS_TOTAL,
+        "Answered tools/call requests by tool and outcome: ok; tool_error (the tool ran and answered isError, gate refusals included); refused (nothing ran: unknown tool, arguments the input firewall refused, a call that could not be anchored); cancelled (stopped before it finished: cancelled by the client, timed out, or its transport went away). Unknown tool names count as tool=\"unknown\"."
+    );
+    metrics::describe_histogram!(
+        TOOL_CALL_DURATION,
+        metrics::Unit::Seconds,
+        "Latency of tools/call by tool, from dispatch to answer, anchoring included."
+    );
+    metrics::describe_gauge!(TOOL_CALLS_IN_FLIGHT, "tools/call requests running now.");
+    metrics::describe_counter!(
+        JSONRPC_ERRORS_TOTAL,
+        "JSON-RPC error responses by code (parse errors, invalid requests and params, unknown methods, busy, timeouts)."
+    );
+    metrics::describe_histogram!(
+        ANCHOR_APPEND_DURATION,
+        metrics::Unit::Seconds,
+        "Latency of anchoring one call: the mcp.stateless_call journal row and its audit entry, both fsynced, under the journal lock."
+    );
+    metrics::describe_histogram!(
+        GROUP_COMMIT_BATCH_SIZE,
+        "Rows made durable by one anchoring commit. Every anchor is committed on its own today, so each batch is 1 row; the histogram is there for group commit."
+    );
+    bernstein_journal::durable::describe_metrics();
+    bernstein_tasks::remote::describe_metrics();
+}
+
+/// Counts one JSON-RPC error response.
+pub(crate) fn jsonrpc_error(error: &RpcError) {
+    metrics::counter!(JSONRPC_ERRORS_TOTAL, "code" => error.code.to_string()).increment(1);
+}
+
+/// Records one anchoring commit that took `started.elapsed()`.
+pub(crate) fn anchor_committed(started: Instant) {
+    metrics::histogram!(ANCHOR_APPEND_DURATION).record(started.elapsed().as_secs_f64());
+    metrics::histogram!(GROUP_COMMIT_BATCH_SIZE).record(1.0);
+}
+
+/// How a `tools/call` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallOutcome {
+    Ok,
+    ToolError,
+    Refused,
+    Cancelled,
+}
+
+impl CallOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::ToolError => "tool_error",
+            CallOutcome::Refused => "refused",
+            CallOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One `tools/call` being measured: in flight from [`ToolCallMetrics::start`] until dropped.
+/// A call dropped before [`ToolCallMetrics::finish`] (its task was aborted by a timeout or by a
+/// transport that stopped waiting) counts as cancelled, or as a tool error when it panicked.
+pub(crate) struct ToolCallMetrics {
+    tool: String,
+    started: Instant,
+    firewall_refused: bool,
+    outcome: Option<CallOutcome>,
+}
+
+impl ToolCallMetrics {
+    /// Starts measuring a call of `tool` (`None`: a name the catalogue does not serve).
+    pub(crate) fn start(tool: Option<&str>) -> ToolCallMetrics {
+        metrics::gauge!(TOOL_CALLS_IN_FLIGHT).increment(1.0);
+        ToolCallMetrics {
+            tool: tool.unwrap_or(UNKNOWN_TOOL).to_owned(),
+            started: Instant::now(),
+            firewall_refused: false,
+            outcome: None,
+        }
+    }
+
+    /// The input firewall refused the arguments, so the tool's error result is a refusal.
+    pub(crate) fn firewall_refused(&mut self) {
+        self.firewall_refused = true;
+    }
+
+    /// Classifies the call's answer: an error response means nothing ran.
+    pub(crate) fn finish(&mut self, answer: &Result<JsonValue, RpcError>) {
+        let flag = |value: &JsonValue, key: &str| value.get(key) == Some(&JsonValue::Bool(true));
+        self.outcome = Some(match answer {
+            Err(_) => CallOutcome::Refused,
+            Ok(result) if flag(result, "cancelled") => CallOutcome::Cancelled,
+            Ok(result) if flag(result, "isError") && self.firewall_refused => CallOutcome::Refused,
+            Ok(result) if flag(result, "isError") => CallOutcome::ToolError,
+            Ok(_) => CallOutcome::Ok,
+        });
+    }
+}
+
+impl Drop for ToolCallMetrics {
+    fn drop(&mut self) {
+        let outcome = self.outcome.unwrap_or(if std::thread::panicking() {
+            CallOutcome::ToolError
+        } else {
+            CallOutcome::Cancelled
+        });
+        metrics::gauge!(TOOL_CALLS_IN_FLIGHT).decrement(1.0);
+        metrics::counter!(
+            TOOL_CALLS_TOTAL,
+            "tool" => self.tool.clone(),
+            "outcome" => outcome.label(),
+        )
+        .increment(1);
+        metrics::histogram!(TOOL_CALL_DURATION, "tool" => self.tool.clone())
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn outcome_of(firewall_refused: bool, answer: Result<JsonValue, RpcError>) -> CallOutcome {
+        let mut call = ToolCallMetrics::start(Some("bernstein_health"));
+        if firewall_refused {
+            call.firewall_refused();
+        }
+        call.finish(&answer);
+        call.outcome.unwrap()
+    }
+
+    #[test]
+    fn answers_are_classified_by_what_ran() {
+        let cases = [
+            (false, Ok(json!({"isError": false})), CallOutcome::Ok),
+            (false, Ok(json!({"task": {}})), CallOutcome::Ok),
+            (false, Ok(json!({"isError": true})), CallOutcome::ToolError),
+            (true, Ok(json!({"isError": true})), CallOutcome::Refused),
+            (
+                false,
+                Err(RpcError::invalid_params("Unknown tool: x")),
+                CallOutcome::Refused,
+            ),
+            (
+                false,
+                Ok(json!({"cancelled": true, "isError": false})),
+                CallOutcome::Cancelled,
+            ),
+        ];
+        for (refused, answer, expected) in cases {
+            assert_eq!(outcome_of(refused, answer.clone()), expected, "{answer:?}");
+        }
+    }
+}
