@@ -45,7 +45,7 @@ pub fn wav_base64() -> String {
     const RATE: u32 = 8_000;
     let samples: Vec<u8> = (0..RATE / 10)
         .map(|i| {
-            if (i * 440 * 2 / RATE) % 2 == 0 {
+            if (i * 440 * 2 / RATE).is_multiple_of(2) {
                 0xc0
             } else {
                 0x40
