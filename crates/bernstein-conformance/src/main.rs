@@ -7,6 +7,7 @@
 //! Without `--workdir` the fixtures are served over a scratch project that is removed at exit.
 //! Exit codes: 0 served until EOF, 2 usage or setup error.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -22,7 +23,8 @@ fn main() -> ExitCode {
                 None => return usage("--workdir needs a directory"),
             },
             "-h" | "--help" => {
-                println!("{USAGE}");
+                // A help text that cannot be written has nobody to be shown to.
+                let _ = writeln!(std::io::stdout(), "{USAGE}");
                 return ExitCode::SUCCESS;
             }
             other => return usage(&format!("unknown argument {other:?}")),
@@ -59,11 +61,12 @@ fn main() -> ExitCode {
 }
 
 fn usage(problem: &str) -> ExitCode {
-    eprintln!("bernstein-conformance: {problem}\n{USAGE}");
+    // Stderr is the only place to say it; if it is gone, the exit code still says it.
+    let _ = writeln!(std::io::stderr(), "bernstein-conformance: {problem}\n{USAGE}");
     ExitCode::from(2)
 }
 
 fn setup_error(problem: &str) -> ExitCode {
-    eprintln!("bernstein-conformance: {problem}");
+    let _ = writeln!(std::io::stderr(), "bernstein-conformance: {problem}");
     ExitCode::from(2)
 }
