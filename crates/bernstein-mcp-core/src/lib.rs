@@ -39,6 +39,7 @@ pub mod jsonrpc;
 mod limits;
 pub mod logging;
 pub mod prompts;
+mod readiness;
 mod scope;
 mod tasks;
 

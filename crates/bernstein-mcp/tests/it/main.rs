@@ -4,6 +4,7 @@
 mod audit_oracle_cli;
 mod dlp_cli;
 mod handle_cli;
+mod http_cli;
 mod serve_cli;
 mod support;
 mod verify_cli;
