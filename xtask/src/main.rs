@@ -8,7 +8,9 @@
 //! * `interop [evidence | clients | loop]`: feeds trees written by bernstein-mcp to the
 //!   reference's own verifiers (`evidence`), drives the binary over stdio with real MCP clients
 //!   (`clients`), and runs the worker loop end to end on both backends (`loop`); no stage runs
-//!   them all.
+//!   them all;
+//! * `conformance`: the official MCP conformance suites (0.1.16 and 0.2.0-alpha.12) against the
+//!   conformance server and `bernstein-mcp` over HTTP, with pass/fail counts.
 
 #![allow(
     clippy::print_stderr,
@@ -19,6 +21,7 @@
 mod bench;
 mod bench_stdio;
 mod codegen;
+mod conformance;
 mod interop;
 mod interop_clients;
 mod interop_drivers;
@@ -35,10 +38,11 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("codegen") => codegen::run(&args[1..]),
         Some("interop") => interop::run(&args[1..]),
+        Some("conformance") => conformance::run(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
-                 interop [evidence | clients | loop]>"
+                 interop [evidence | clients | loop] | conformance>"
             );
             return ExitCode::from(2);
         }

@@ -20,7 +20,7 @@ use base64::engine::general_purpose::STANDARD;
 use bernstein_journal::key::{AuditKey, KeyLocator};
 use bernstein_mcp_core::extension::{BoxFuture, Extension, ExtensionAnswer, ExtensionCall};
 use bernstein_mcp_core::jsonrpc::RpcError;
-use bernstein_mcp_core::{Dispatcher, LogLevel};
+use bernstein_mcp_core::{Dispatcher, DispatcherBuilder, LogLevel};
 use serde_json::{Map, Value, json};
 
 /// A 1×1 red PNG (the image the fixtures return).
@@ -125,9 +125,13 @@ impl Extension for Fixtures {
                 "inputSchema": {
                     "$schema": JSON_SCHEMA_2020_12,
                     "type": "object",
-                    "$defs": {"address": {"type": "object", "properties": {
+                    "$defs": {"address": {"$anchor": "address", "type": "object", "properties": {
                         "street": {"type": "string"}, "city": {"type": "string"}}}},
                     "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                    "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}, {"maxProperties": 0}]}],
+                    "if": {"properties": {"name": {"const": "with-address"}}},
+                    "then": {"required": ["address"]},
+                    "else": {},
                     "additionalProperties": false,
                 },
             }),
@@ -333,22 +337,32 @@ impl std::fmt::Display for SetupError {
 
 impl std::error::Error for SetupError {}
 
-/// The dispatcher the conformance server runs: Bernstein's catalogue plus [`Fixtures`], over
-/// the project at `workdir`, anchoring every call with an audit key kept in that project
-/// (`.sdd/conformance-audit.key`, created on first use). A legacy stream that sets no log level
-/// gets `info` and above, as the suite's reference server sends its messages unasked.
+/// The builder of the dispatcher the conformance server runs: Bernstein's catalogue plus
+/// [`Fixtures`], over the project at `workdir`, anchoring every call with an audit key kept in
+/// that project (`.sdd/conformance-audit.key`, created on first use). A legacy stream that sets
+/// no log level gets `info` and above, as the suite's reference server sends its messages
+/// unasked (over stateless HTTP a `logging/setLevel` reaches only its own request).
+///
+/// # Errors
+///
+/// [`SetupError`] when the key cannot be loaded or created.
+pub fn dispatcher_builder(workdir: &Path) -> Result<DispatcherBuilder, SetupError> {
+    let key_path = workdir.join(".sdd").join("conformance-audit.key");
+    let key = AuditKey::load_or_create(&KeyLocator::at(&key_path))
+        .map_err(|err| SetupError(format!("audit key {}: {err}", key_path.display())))?;
+    Ok(Dispatcher::builder(workdir)
+        .audit_key(key)
+        .extension(Arc::new(Fixtures))
+        .default_log_level(Some(LogLevel::Info)))
+}
+
+/// [`dispatcher_builder`], built.
 ///
 /// # Errors
 ///
 /// [`SetupError`] when the key or the dispatcher cannot be built.
 pub fn dispatcher(workdir: &Path) -> Result<Dispatcher, SetupError> {
-    let key_path = workdir.join(".sdd").join("conformance-audit.key");
-    let key = AuditKey::load_or_create(&KeyLocator::at(&key_path))
-        .map_err(|err| SetupError(format!("audit key {}: {err}", key_path.display())))?;
-    Dispatcher::builder(workdir)
-        .audit_key(key)
-        .extension(Arc::new(Fixtures))
-        .default_log_level(Some(LogLevel::Info))
+    dispatcher_builder(workdir)?
         .build()
         .map_err(|err| SetupError(format!("dispatcher: {err}")))
 }
