@@ -119,7 +119,7 @@ fn count(dir: &Path) -> Counts {
             // `server-<scenario>-<YYYY-MM-DDT…>`: cut at the timestamp.
             let rest = name.strip_prefix("server-").unwrap_or(&name);
             let stamp = rest.char_indices().find(|(at, c)| {
-                let tail = rest[at + c.len_utf8()..].as_bytes();
+                let tail = &rest.as_bytes()[at + c.len_utf8()..];
                 *c == '-'
                     && tail.len() > 10
                     && tail[..4].iter().all(u8::is_ascii_digit)
@@ -132,6 +132,15 @@ fn count(dir: &Path) -> Counts {
     }
     counts
 }
+
+/// A server to test: name, program, arguments, environment, and whether a baseline applies.
+type Target = (
+    &'static str,
+    PathBuf,
+    Vec<String>,
+    Vec<(String, String)>,
+    bool,
+);
 
 /// A server under test, killed when dropped.
 struct Running {
@@ -238,7 +247,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let conformance_project = scratch.join("conformance-project");
     std::fs::create_dir_all(&conformance_project)?;
     let project = crate::interop_drivers::Project::create(&scratch.join("bernstein-mcp"))?;
-    let servers: [(&str, PathBuf, Vec<String>, Vec<(String, String)>, bool); 2] = [
+    let servers: [Target; 2] = [
         (
             "bernstein-conformance",
             target.join("debug/bernstein-conformance"),
