@@ -31,7 +31,13 @@ use crate::project_root;
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The wrappers the kit's installer puts in `$CLIENTS_DIR/bin`.
-const WRAPPERS: [&str; 3] = ["mcp-py-client", "mcp-sdk-client", "mcp-inspector"];
+const WRAPPERS: [&str; 5] = [
+    "mcp-py-client",
+    "mcp-sdk-client",
+    "mcp-inspector",
+    "mcp-conformance",
+    "mcp-conformance-alpha",
+];
 
 /// The installed clients.
 pub(crate) struct ClientKit {
@@ -107,7 +113,7 @@ impl ClientKit {
         WRAPPERS.iter().all(|name| self.bin.join(name).exists())
     }
 
-    fn wrapper(&self, name: &str) -> PathBuf {
+    pub(crate) fn wrapper(&self, name: &str) -> PathBuf {
         self.bin.join(name)
     }
 }

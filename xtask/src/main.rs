@@ -11,6 +11,8 @@
 //!   them all;
 //! * `fuzz [--seconds N] [TARGET...]`: the cargo-fuzz targets in `fuzz/` (nightly), N seconds
 //!   each, seeded with the committed corpus.
+//! * `conformance`: the official MCP conformance suites (0.1.16 and 0.2.0-alpha.12) against the
+//!   conformance server and `bernstein-mcp` over HTTP, with pass/fail counts.
 
 #![allow(
     clippy::print_stderr,
@@ -21,6 +23,7 @@
 mod bench;
 mod bench_stdio;
 mod codegen;
+mod conformance;
 mod fuzz;
 mod interop;
 mod interop_clients;
@@ -41,10 +44,12 @@ fn main() -> ExitCode {
         Some("codegen") => codegen::run(&args[1..]),
         Some("interop") => interop::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("conformance") => conformance::run(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
-                 interop [evidence | clients | loop] | fuzz [--seconds N] [TARGET...]>"
+                 interop [evidence | clients | loop] | fuzz [--seconds N] [TARGET...] | \
+                 conformance>"
             );
             return ExitCode::from(2);
         }

@@ -21,10 +21,15 @@ const LAYERS: &[&str] = &[
     "bernstein-stdio",
     "bernstein-http",
     "bernstein-mcp",
+    "bernstein-conformance",
 ];
 
-/// Sibling crates that must never depend on one another even though both sit above the core.
-const INDEPENDENT: &[(&str, &str)] = &[("bernstein-http", "bernstein-stdio")];
+/// Sibling crates that must never depend on one another even though both sit above the core
+/// (the conformance server sits beside the binary, not on it).
+const INDEPENDENT: &[(&str, &str)] = &[
+    ("bernstein-http", "bernstein-stdio"),
+    ("bernstein-conformance", "bernstein-mcp"),
+];
 
 pub(crate) fn run() -> anyhow::Result<()> {
     let mut problems = Vec::new();
@@ -153,6 +158,7 @@ fn check_manifests() -> Vec<String> {
                         || line.starts_with("description")
                         || line.starts_with("path")
                         || line.starts_with("autotests")
+                        || line == "publish = false"
                         || line.starts_with("harness")
                         || line.contains(".workspace = true")
                         || line.contains("{ workspace = true")

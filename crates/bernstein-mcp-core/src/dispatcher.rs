@@ -35,7 +35,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::anchor::{Anchor, AnchoredCall};
 use crate::card::{AuthPosture, CardInputs, ServerIdentity, TransportInfo, capability_card_text};
+use crate::completion;
 use crate::error::{Error, Result};
+use crate::extension::{Extension, ExtensionCall, Installed};
 use crate::ids::request_span_id;
 use crate::instructions::instructions;
 use crate::jsonrpc::{
@@ -43,6 +45,7 @@ use crate::jsonrpc::{
     RequestId, RpcError, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::limits::Limits;
+use crate::logging::{LogLevel, META_LOG_LEVEL, RequestLog};
 use crate::prompts;
 use crate::scope::{CallScope, InFlightCall, NotificationSink, Refusal};
 use crate::tasks::{self, TASK_LIST_PAGE, TaskView};
@@ -56,6 +59,9 @@ pub const SKILL_INDEX_URI: &str = "bernstein://skills/index";
 pub const LINEAGE_STATS_URI: &str = "lineage://stats";
 /// The prefix of the per-artefact lineage resources: `lineage://artefact/<repo-relative path>`.
 pub const LINEAGE_ARTEFACT_PREFIX: &str = "lineage://artefact/";
+/// The most resources one stream may be subscribed to at once (`resources/subscribe` beyond it
+/// is -32602): every subscription is re-read after each of the stream's calls.
+pub const MAX_SUBSCRIPTIONS_PER_STREAM: usize = 64;
 /// The anchoring run when none is configured.
 pub const DEFAULT_ANCHOR_RUN_ID: &str = "mcp-calls";
 /// The tool that may be task-augmented.
@@ -110,6 +116,8 @@ pub struct DispatcherBuilder {
     limits: Limits,
     confine_workdirs: bool,
     allowed_roots: Vec<PathBuf>,
+    extension: Option<Arc<dyn Extension>>,
+    default_log_level: Option<LogLevel>,
 }
 
 impl DispatcherBuilder {
@@ -135,7 +143,27 @@ impl DispatcherBuilder {
             limits: Limits::default(),
             confine_workdirs: false,
             allowed_roots: Vec::new(),
+            extension: None,
+            default_log_level: None,
         }
+    }
+
+    /// Extra tools, prompts and resources served beside the built-in ones, through this same
+    /// dispatcher (see [`Extension`]). A name or URI that shadows a built-in one is refused by
+    /// [`DispatcherBuilder::build`].
+    #[must_use]
+    pub fn extension(mut self, extension: Arc<dyn Extension>) -> DispatcherBuilder {
+        self.extension = Some(extension);
+        self
+    }
+
+    /// The log level of a legacy stream whose client never sent `logging/setLevel` (default
+    /// `None`: such a stream gets no `notifications/message`). 2026-07-28 requests always use
+    /// their own `_meta` level.
+    #[must_use]
+    pub fn default_log_level(mut self, level: Option<LogLevel>) -> DispatcherBuilder {
+        self.default_log_level = level;
+        self
     }
 
     /// Workdir confinement. Off (the default, right for stdio, where the client is the local
@@ -242,7 +270,8 @@ impl DispatcherBuilder {
     ///
     /// [`Error::Project`] when the workdir is not a directory; [`Error::Tasks`] when the
     /// backend cannot be opened; [`Error::Tools`] when the catalogue cannot be built;
-    /// [`Error::Journal`] when the anchoring run id cannot name a journal.
+    /// [`Error::Journal`] when the anchoring run id cannot name a journal;
+    /// [`Error::Extension`] when the extension's lists name nothing or shadow a built-in.
     pub fn build(self) -> Result<Dispatcher> {
         if !self.workdir.is_dir() {
             return Err(Error::Project {
@@ -304,6 +333,21 @@ impl DispatcherBuilder {
             None
         };
         let instructions = instructions(&|name| registered.contains(name));
+        let extension = match self.extension {
+            Some(extension) => Some(
+                Installed::new(
+                    extension,
+                    &|name| catalogue.is_callable(name) || registered.contains(name),
+                    &|name| prompts::PROMPT_NAMES.contains(&name),
+                    &|uri| {
+                        [CAPABILITY_URI, SKILL_INDEX_URI, LINEAGE_STATS_URI].contains(&uri)
+                            || uri.starts_with(LINEAGE_ARTEFACT_PREFIX)
+                    },
+                )
+                .map_err(Error::Extension)?,
+            ),
+            None => None,
+        };
         Ok(Dispatcher {
             shared: Arc::new(Shared {
                 workdir: self.workdir,
@@ -322,6 +366,8 @@ impl DispatcherBuilder {
                 )),
                 limits: self.limits,
                 workdir_roots,
+                extension,
+                default_log_level: self.default_log_level,
             }),
         })
     }
@@ -384,6 +430,10 @@ struct Shared {
     slots: Arc<Semaphore>,
     /// The canonical roots a `workdir` may name, when confinement is on.
     workdir_roots: Option<Arc<[PathBuf]>>,
+    /// The host's extra tools, prompts and resources.
+    extension: Option<Installed>,
+    /// The log level of a legacy stream that set none.
+    default_log_level: Option<LogLevel>,
 }
 
 /// Which lifecycle a request is served under.
@@ -640,6 +690,7 @@ impl Dispatcher {
         in_flight: InFlightCall,
         notify: Arc<dyn NotificationSink>,
     ) -> Answer {
+        let scope = in_flight.scope().clone();
         match request.method {
             "initialize" => Ok(self.initialize(request)),
             "server/discover" => Ok(self.discover()),
@@ -652,13 +703,28 @@ impl Dispatcher {
                     .filter(|name| self.shared.catalogue.is_callable(name));
                 let mut measured = telemetry::ToolCallMetrics::start(served);
                 let answer = self
-                    .call_tool(request, in_flight, notify, &mut measured)
+                    .call_tool(request, in_flight, &scope, &notify, &mut measured)
                     .await;
                 measured.finish(&answer);
+                self.notify_updated_subscriptions(&scope, &notify).await;
                 answer
             }
-            "prompts/list" => Ok(json!({"prompts": prompts::list()})),
+            "prompts/list" => Ok(self.list_prompts()),
             "prompts/get" => self.get_prompt(request),
+            "completion/complete" => self.complete(request).await,
+            "logging/setLevel" if !request.is_stateless() => {
+                let level = LogLevel::from_param(request.param("level"), "level")?;
+                scope.set_log_level(level);
+                Ok(json!({}))
+            }
+            "resources/subscribe" if !request.is_stateless() => {
+                self.subscribe(request, &scope).await
+            }
+            "resources/unsubscribe" if !request.is_stateless() => {
+                let uri = Self::uri_param(request)?;
+                scope.unsubscribe(uri);
+                Ok(json!({}))
+            }
             "resources/list" => Ok(self.list_resources()),
             "resources/templates/list" => Ok(self.list_resource_templates()),
             "resources/read" => self.read_resource(request).await,
@@ -687,8 +753,10 @@ impl Dispatcher {
             "protocolVersion": version.as_str(),
             "capabilities": {
                 "experimental": {},
+                "completions": {},
+                "logging": {},
                 "prompts": {"listChanged": false},
-                "resources": {"subscribe": false, "listChanged": false},
+                "resources": {"subscribe": true, "listChanged": false},
                 "tools": {"listChanged": false},
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
             },
@@ -707,6 +775,8 @@ impl Dispatcher {
         json!({
             "supportedVersions": versions,
             "capabilities": {
+                "completions": {},
+                "logging": {},
                 "prompts": {"listChanged": false},
                 "resources": {"subscribe": false, "listChanged": false},
                 "tools": {"listChanged": false},
@@ -730,7 +800,22 @@ impl Dispatcher {
                 )
             })
             .collect();
+        let mut tools = tools;
+        if let Some(installed) = &self.shared.extension {
+            tools.extend(installed.extension.tools());
+        }
         json!({"tools": tools})
+    }
+
+    fn list_prompts(&self) -> JsonValue {
+        let mut listed: Vec<JsonValue> = prompts::list()
+            .into_iter()
+            .filter_map(|prompt| serde_json::to_value(prompt).ok())
+            .collect();
+        if let Some(installed) = &self.shared.extension {
+            listed.extend(installed.extension.prompts());
+        }
+        json!({"prompts": listed})
     }
 
     fn is_registered(&self, name: &str) -> bool {
@@ -751,21 +836,32 @@ impl Dispatcher {
                 ));
             }
         };
+        if let Some(installed) = &self.shared.extension
+            && installed.prompt_names.contains(name)
+        {
+            return installed
+                .extension
+                .get_prompt(name, arguments.unwrap_or(&Map::new()));
+        }
         let rendered = prompts::render(name, arguments, &|tool| self.is_registered(tool))
             .map_err(|err| RpcError::invalid_params(err.to_string()))?;
         serde_json::to_value(rendered).map_err(|err| RpcError::internal(err.to_string()))
     }
 
     fn list_resource_templates(&self) -> JsonValue {
-        if !self.shared.tool_config.lineage_enabled {
-            return json!({"resourceTemplates": []});
+        let mut templates = Vec::new();
+        if self.shared.tool_config.lineage_enabled {
+            templates.push(json!({
+                "uriTemplate": format!("{LINEAGE_ARTEFACT_PREFIX}{{artefact_path}}"),
+                "name": "lineage_artefact",
+                "description": "The lineage log entries of one artefact (a repo-relative path), one canonical JSON object per line.",
+                "mimeType": "application/x-ndjson",
+            }));
         }
-        json!({"resourceTemplates": [{
-            "uriTemplate": format!("{LINEAGE_ARTEFACT_PREFIX}{{artefact_path}}"),
-            "name": "lineage_artefact",
-            "description": "The lineage log entries of one artefact (a repo-relative path), one canonical JSON object per line.",
-            "mimeType": "application/x-ndjson",
-        }]})
+        if let Some(installed) = &self.shared.extension {
+            templates.extend(installed.extension.resource_templates());
+        }
+        json!({"resourceTemplates": templates})
     }
 
     fn list_resources(&self) -> JsonValue {
@@ -779,6 +875,11 @@ impl Dispatcher {
                 "description": "Counts over the project's lineage log: entries, artefacts, open forks, agents seen, entries in the last 24 hours.",
                 "mimeType": "application/json",
             }));
+        }
+        if let Some(installed) = &self.shared.extension
+            && let Some(resources) = listed["resources"].as_array_mut()
+        {
+            resources.extend(installed.extension.resources());
         }
         listed
     }
@@ -828,14 +929,25 @@ impl Dispatcher {
         err
     }
 
-    async fn read_resource(&self, request: &Request<'_>) -> Answer {
-        let uri = request
+    fn uri_param<'r>(request: &'r Request<'_>) -> std::result::Result<&'r str, RpcError> {
+        request
             .param("uri")
             .and_then(JsonValue::as_str)
-            .ok_or_else(|| RpcError::invalid_params("resources/read needs a string uri"))?;
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("{} needs a string uri", request.method))
+            })
+    }
+
+    async fn read_resource(&self, request: &Request<'_>) -> Answer {
+        let uri = Self::uri_param(request)?;
+        self.read_uri(uri, &request.era).await
+    }
+
+    async fn read_uri(&self, uri: &str, era: &Era) -> Answer {
+        let stateless = matches!(era, Era::Stateless { .. });
         let text = match uri {
             CAPABILITY_URI => {
-                let revision = match &request.era {
+                let revision = match era {
                     Era::Stateless { version, .. } => version.as_str(),
                     Era::Legacy => SPEC_REVISION,
                 };
@@ -869,7 +981,15 @@ impl Dispatcher {
                 );
             }
             other => {
-                let code = if request.is_stateless() {
+                if let Some(answer) = self
+                    .shared
+                    .extension
+                    .as_ref()
+                    .and_then(|installed| installed.extension.read_resource(other))
+                {
+                    return answer;
+                }
+                let code = if stateless {
                     jsonrpc::INVALID_PARAMS
                 } else {
                     RESOURCE_NOT_FOUND
@@ -885,16 +1005,25 @@ impl Dispatcher {
         &self,
         request: &Request<'_>,
         in_flight: InFlightCall,
-        notify: Arc<dyn NotificationSink>,
+        scope: &CallScope,
+        notify: &Arc<dyn NotificationSink>,
         measured: &mut telemetry::ToolCallMetrics,
     ) -> Answer {
         let name = request
             .param("name")
             .and_then(JsonValue::as_str)
             .ok_or_else(|| RpcError::invalid_params("tools/call needs a string name"))?;
+        let log = self.request_log(request, scope, notify)?;
         // An unknown name (or one outside the tier, or a disabled alias) is a protocol error,
         // as the MCP spec words it, not a tool result; nothing is anchored for it.
         if !self.shared.catalogue.is_callable(name) {
+            if let Some(installed) = &self.shared.extension
+                && installed.tool_names.contains(name)
+            {
+                return self
+                    .call_extension_tool(request, name, in_flight, notify, log)
+                    .await;
+            }
             return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
         }
         let arguments = match request.param("arguments") {
@@ -957,7 +1086,7 @@ impl Dispatcher {
         };
         notify.call_id(&call_id);
         let progress: Option<ProgressSink> = progress_token.as_ref().map(|_| {
-            let notify = Arc::clone(&notify);
+            let notify = Arc::clone(notify);
             let sink: ProgressSink = Arc::new(move |tick: ProgressTick| {
                 let mut params = Map::new();
                 params.insert("progressToken".to_owned(), tick.progress_token);
@@ -987,8 +1116,28 @@ impl Dispatcher {
             cancel: in_flight.token(),
             workdir_roots: self.shared.workdir_roots.clone(),
         };
+        log.log(
+            LogLevel::Debug,
+            name,
+            json!({"message": format!("calling {name}"), "callId": context.meta.call_id, "anchored": anchored.is_some()}),
+        );
         let outcome = self.shared.catalogue.call(&context, name, arguments).await;
         drop(in_flight);
+        let (level, said) = if outcome.cancelled {
+            (
+                LogLevel::Notice,
+                "was cancelled; answering its partial work",
+            )
+        } else if outcome.is_error {
+            (LogLevel::Warning, "answered an error")
+        } else {
+            (LogLevel::Info, "answered")
+        };
+        log.log(
+            level,
+            name,
+            json!({"message": format!("{name} {said}"), "callId": context.meta.call_id}),
+        );
 
         if wants_task
             && !outcome.is_error
@@ -1002,6 +1151,160 @@ impl Dispatcher {
             });
         }
         Ok(call_result(&outcome))
+    }
+
+    /// The log a request's `notifications/message` go through: filtered by its `_meta` level
+    /// (2026-07-28) or its stream's (legacy). A malformed `_meta` level is -32602.
+    fn request_log(
+        &self,
+        request: &Request<'_>,
+        scope: &CallScope,
+        notify: &Arc<dyn NotificationSink>,
+    ) -> std::result::Result<RequestLog, RpcError> {
+        let threshold = match &request.era {
+            Era::Legacy => scope.log_level().or(self.shared.default_log_level),
+            Era::Stateless { .. } => match request
+                .param("_meta")
+                .and_then(|meta| meta.get(META_LOG_LEVEL))
+            {
+                None | Some(JsonValue::Null) => None,
+                level => Some(LogLevel::from_param(level, META_LOG_LEVEL)?),
+            },
+        };
+        Ok(RequestLog::new(threshold, Arc::clone(notify)))
+    }
+
+    /// Runs an extension's tool: anchored first like a built-in call, bounded by the same hard
+    /// timeout (the caller's), stopped by the same cancel.
+    async fn call_extension_tool(
+        &self,
+        request: &Request<'_>,
+        name: &str,
+        in_flight: InFlightCall,
+        notify: &Arc<dyn NotificationSink>,
+        log: RequestLog,
+    ) -> Answer {
+        let arguments = match request.param("arguments") {
+            None | Some(JsonValue::Null) => Map::new(),
+            Some(JsonValue::Object(object)) => object.clone(),
+            Some(_) => return Err(RpcError::invalid_params("tool arguments must be an object")),
+        };
+        if request.param("task").is_some_and(|t| !t.is_null()) {
+            return Err(RpcError::invalid_params(format!(
+                "tool {name} cannot be called as a task (execution.taskSupport is not optional)"
+            )));
+        }
+        let call_id = match self.anchor_call(request).await? {
+            Some(call) => call.span_id,
+            None => Self::span_of(request),
+        };
+        let progress_token = request
+            .param("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+            .cloned();
+        let Some(installed) = &self.shared.extension else {
+            return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
+        };
+        let call = ExtensionCall::new(
+            arguments,
+            in_flight.token(),
+            call_id,
+            progress_token,
+            Arc::clone(notify),
+            log,
+        );
+        let answer = installed.extension.call_tool(name, call).await;
+        drop(in_flight);
+        answer
+    }
+
+    async fn complete(&self, request: &Request<'_>) -> Answer {
+        let query = completion::Query::from_params(request.params.as_deref())?;
+        if let Some(installed) = &self.shared.extension
+            && let Some(values) =
+                installed
+                    .extension
+                    .complete(&query.raw_reference, &query.argument, &query.value)
+        {
+            return Ok(completion::result(values?, &query.value));
+        }
+        let candidates = match &query.reference {
+            completion::Reference::Prompt(name) => {
+                completion::prompt_candidates(name, &query.argument).unwrap_or_else(|| {
+                    Err(RpcError::invalid_params(format!("Unknown prompt: {name}")))
+                })?
+            }
+            completion::Reference::Resource(uri)
+                if self.shared.tool_config.lineage_enabled
+                    && uri == &format!("{LINEAGE_ARTEFACT_PREFIX}{{artefact_path}}") =>
+            {
+                if query.argument != "artefact_path" {
+                    return Err(RpcError::invalid_params(format!(
+                        "resource template {uri} has no argument {:?}",
+                        query.argument
+                    )));
+                }
+                let log = LineageLog::for_project(&self.shared.workdir);
+                let entries = on_blocking_pool(move || log.read_entries())
+                    .await
+                    .map_err(|err| self.relative_error(err))?;
+                let paths: BTreeSet<String> = entries
+                    .iter()
+                    .filter_map(|entry| entry.get("artefact_path")?.as_str().map(str::to_owned))
+                    .collect();
+                paths.into_iter().collect()
+            }
+            completion::Reference::Resource(uri) => {
+                return Err(RpcError::invalid_params(format!(
+                    "no resource template to complete: {uri}"
+                )));
+            }
+        };
+        Ok(completion::result(candidates, &query.value))
+    }
+
+    /// Subscribes the stream to a resource; its current content is remembered so a change can
+    /// be told ([`Dispatcher::notify_updated_subscriptions`]). Any URI is accepted: one that
+    /// cannot be read now may be served later (an artefact not yet in the lineage log).
+    async fn subscribe(&self, request: &Request<'_>, scope: &CallScope) -> Answer {
+        let uri = Self::uri_param(request)?;
+        let content = self.resource_content(uri).await;
+        scope
+            .subscribe(uri, content, MAX_SUBSCRIPTIONS_PER_STREAM)
+            .map_err(|_| {
+                RpcError::invalid_params(format!(
+                    "a stream may subscribe to at most {} resources; unsubscribe from one first",
+                    MAX_SUBSCRIPTIONS_PER_STREAM
+                ))
+                .with_data(json!({"maxSubscriptions": MAX_SUBSCRIPTIONS_PER_STREAM}))
+            })?;
+        Ok(json!({}))
+    }
+
+    /// The served content of `uri` as the legacy lifecycle reads it, `None` when unreadable.
+    async fn resource_content(&self, uri: &str) -> Option<String> {
+        let read = self.read_uri(uri, &Era::Legacy).await.ok()?;
+        serde_json::to_string(&read).ok()
+    }
+
+    /// After a `tools/call`: re-reads the stream's subscribed resources and sends
+    /// `notifications/resources/updated` for each whose content changed since it was last seen.
+    /// A change made by another stream or process is told at this stream's next call.
+    async fn notify_updated_subscriptions(
+        &self,
+        scope: &CallScope,
+        notify: &Arc<dyn NotificationSink>,
+    ) {
+        for uri in scope.subscriptions() {
+            let content = self.resource_content(&uri).await;
+            if scope.observe(&uri, content) {
+                notify.send(jsonrpc::notification(
+                    "notifications/resources/updated",
+                    json!({"uri": uri}),
+                ));
+            }
+        }
     }
 
     async fn anchor_call(

@@ -34,6 +34,10 @@ pub enum Error {
     /// The blocking anchoring work was lost (its thread panicked or the runtime shut down).
     #[error("anchoring did not complete: {0}")]
     AnchorTask(String),
+    /// The host's [`crate::Extension`] lists an entry without a name, twice, or over a
+    /// built-in one.
+    #[error("extension refused: {0}")]
+    Extension(String),
     /// The project directory cannot hold evidence.
     #[error("{path}: {reason}")]
     Project {

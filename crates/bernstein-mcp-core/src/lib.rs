@@ -1,7 +1,8 @@
 //! `bernstein-mcp-core`: the one MCP dispatcher.
 //!
 //! This crate owns the request dispatcher every transport calls (initialize and discovery,
-//! tools, prompts, resources, the Tasks extension, cancellation by request id), the builder a
+//! tools, prompts, resources, completion, logging, resource subscriptions, the Tasks extension,
+//! cancellation by request id), the builder a
 //! Rust host uses to embed it (workdir, backend, tool configuration, anchoring run), and call
 //! anchoring: every served `tools/call` is recorded in a run journal and the audit chain before
 //! it runs, so the call order of a run can be proven from the chain alone.
@@ -28,12 +29,15 @@
 
 pub mod anchor;
 pub mod card;
+pub mod completion;
 mod dispatcher;
 mod error;
+pub mod extension;
 pub mod ids;
 pub mod instructions;
 pub mod jsonrpc;
 mod limits;
+pub mod logging;
 pub mod prompts;
 mod readiness;
 mod scope;
@@ -47,9 +51,11 @@ pub use anchor::{
 pub use card::{AuthPosture, ServerIdentity, TransportInfo};
 pub use dispatcher::{
     Accepted, BackendChoice, CAPABILITY_URI, DEFAULT_ANCHOR_RUN_ID, Dispatcher, DispatcherBuilder,
-    LINEAGE_ARTEFACT_PREFIX, LINEAGE_STATS_URI, SKILL_INDEX_URI,
+    LINEAGE_ARTEFACT_PREFIX, LINEAGE_STATS_URI, MAX_SUBSCRIPTIONS_PER_STREAM, SKILL_INDEX_URI,
 };
 pub use error::{Error, Result};
+pub use extension::{BoxFuture, Extension, ExtensionAnswer, ExtensionCall};
 pub use limits::{DECLARED_TIMEOUT_GRACE, Limits};
+pub use logging::{LogLevel, RequestLog};
 pub use scope::{CallScope, DiscardNotifications, NotificationSink};
 pub use tasks::{TASK_LIST_PAGE, TASK_POLL_INTERVAL_MS, TASK_TTL_MS};

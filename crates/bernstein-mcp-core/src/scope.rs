@@ -7,14 +7,19 @@
 //! request whose id is already in flight on the stream, and counts the stream's requests
 //! against its cap. A request leaves the scope when it settles, so cancelling an unknown or
 //! settled id finds nothing and does nothing.
+//!
+//! A scope also carries the stream's notification settings: the log level a legacy client set
+//! with `logging/setLevel` and the resources it subscribed to. They decide which notifications
+//! the stream receives, never what a response says.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value as JsonValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::RequestId;
+use crate::logging::LogLevel;
 
 /// Where the dispatcher sends server-to-client notifications (progress) for one request.
 ///
@@ -52,7 +57,22 @@ impl NotificationSink for DiscardNotifications {
 #[derive(Debug, Clone, Default)]
 pub struct CallScope {
     in_flight: Arc<Mutex<HashMap<RequestId, CancellationToken>>>,
+    settings: Arc<Mutex<StreamSettings>>,
 }
+
+/// What a stream asked to be notified of.
+#[derive(Debug, Default)]
+struct StreamSettings {
+    /// The level set by `logging/setLevel`, if any.
+    log_level: Option<LogLevel>,
+    /// Subscribed resource URIs, each with the content last seen (`None` when it could not be
+    /// read), so a change can be told from a re-read.
+    subscriptions: BTreeMap<String, Option<String>>,
+}
+
+/// A subscription beyond the stream's cap ([`CallScope::subscribe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooManySubscriptions;
 
 /// Why a request was not admitted to its stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +141,61 @@ impl CallScope {
         })
     }
 
+    /// The log level the stream's client set with `logging/setLevel`, if it set one.
+    pub fn log_level(&self) -> Option<LogLevel> {
+        self.settings().log_level
+    }
+
+    /// Sets the stream's log level (`logging/setLevel`).
+    pub fn set_log_level(&self, level: LogLevel) {
+        self.settings().log_level = Some(level);
+    }
+
+    /// The URIs the stream is subscribed to, in order.
+    pub fn subscriptions(&self) -> Vec<String> {
+        self.settings().subscriptions.keys().cloned().collect()
+    }
+
+    /// Subscribes to `uri`, remembering `content` as last seen. Subscribing again refreshes the
+    /// content; a new URI beyond `max` is refused.
+    pub(crate) fn subscribe(
+        &self,
+        uri: &str,
+        content: Option<String>,
+        max: usize,
+    ) -> Result<(), TooManySubscriptions> {
+        let mut settings = self.settings();
+        if !settings.subscriptions.contains_key(uri) && settings.subscriptions.len() >= max {
+            return Err(TooManySubscriptions);
+        }
+        settings.subscriptions.insert(uri.to_owned(), content);
+        Ok(())
+    }
+
+    /// Ends a subscription; `false` when there was none (a no-op).
+    pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
+        self.settings().subscriptions.remove(uri).is_some()
+    }
+
+    /// Records `content` as the latest of a subscribed `uri`; `true` when it differs from what
+    /// was seen before (the client is owed `notifications/resources/updated`). `false` for a URI
+    /// the stream is not (or no longer) subscribed to.
+    pub(crate) fn observe(&self, uri: &str, content: Option<String>) -> bool {
+        let mut settings = self.settings();
+        match settings.subscriptions.get_mut(uri) {
+            Some(seen) if *seen != content => {
+                *seen = content;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn settings(&self) -> std::sync::MutexGuard<'_, StreamSettings> {
+        // Plain values; a panic while locked cannot leave them inconsistent.
+        self.settings.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
         // The map holds plain tokens; a panic while it was locked cannot leave it inconsistent.
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
@@ -136,6 +211,11 @@ pub(crate) struct InFlightCall {
 }
 
 impl InFlightCall {
+    /// The stream the call was admitted on.
+    pub(crate) fn scope(&self) -> &CallScope {
+        &self.scope
+    }
+
     /// The call's cancellation token.
     pub(crate) fn token(&self) -> CancellationToken {
         self.token.clone()
@@ -183,6 +263,32 @@ mod tests {
         assert!(first.token().is_cancelled());
         drop(first);
         assert!(scope.admit(id, 8).is_ok(), "a settled id may be reused");
+    }
+
+    #[test]
+    fn stream_settings_hold_the_level_and_the_subscriptions() {
+        let scope = CallScope::new();
+        assert_eq!(scope.log_level(), None);
+        scope.set_log_level(LogLevel::Notice);
+        assert_eq!(scope.clone().log_level(), Some(LogLevel::Notice));
+        scope.subscribe("a://1", Some("x".to_owned()), 2).unwrap();
+        scope.subscribe("a://2", None, 2).unwrap();
+        assert_eq!(scope.subscribe("a://3", None, 2), Err(TooManySubscriptions));
+        scope.subscribe("a://1", Some("y".to_owned()), 2).unwrap();
+        assert!(!scope.observe("a://1", Some("y".to_owned())), "unchanged");
+        assert!(scope.observe("a://1", Some("z".to_owned())), "changed");
+        assert!(!scope.observe("a://1", Some("z".to_owned())), "seen now");
+        assert!(
+            !scope.observe("a://9", Some("z".to_owned())),
+            "not subscribed"
+        );
+        assert_eq!(scope.subscriptions(), ["a://1", "a://2"]);
+        assert!(scope.unsubscribe("a://2"));
+        assert!(
+            !scope.unsubscribe("a://2"),
+            "a second unsubscribe is a no-op"
+        );
+        assert!(!scope.observe("a://2", Some("new".to_owned())));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod abandoned;
 mod anchoring;
 mod claims;
+mod gaps;
 mod handles;
 mod hostile;
 mod protocol;
