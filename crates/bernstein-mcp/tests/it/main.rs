@@ -3,6 +3,7 @@
 
 mod audit_oracle_cli;
 mod dlp_cli;
+mod faults;
 mod handle_cli;
 mod serve_cli;
 mod support;
