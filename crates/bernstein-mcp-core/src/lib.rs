@@ -36,6 +36,7 @@ pub mod jsonrpc;
 mod limits;
 pub mod prompts;
 mod scope;
+mod storage_fault;
 mod tasks;
 
 pub use anchor::{
