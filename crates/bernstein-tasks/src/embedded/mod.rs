@@ -532,12 +532,19 @@ impl EmbeddedStore {
         self.settle_owed(&mut log);
         let ((), in_step) = self.commit(&mut log, |_, _| Ok(()), |()| None)?;
         if !in_step {
+            // The rewrite's own error (a full disk, say) was recorded by `commit`; the refusal
+            // names it, so the caller can tell a full disk from a broken backlog.
+            let cause = lock_mutex(&self.inner.failures)
+                .last()
+                .map(|f| format!(" ({})", f.message))
+                .unwrap_or_default();
             return Err(Error::Storage {
                 operation: "bring the claimable backlog in step with the task log in",
                 path: self.inner.runtime.join(BACKLOG_FILE),
                 kind: std::io::ErrorKind::Other,
-                message: "the backlog could not be rewritten, so no claim is granted from it"
-                    .to_owned(),
+                message: format!(
+                    "the backlog could not be rewritten{cause}, so no claim is granted from it"
+                ),
             });
         }
         let outcome = claim();
