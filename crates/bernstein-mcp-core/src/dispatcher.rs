@@ -448,6 +448,11 @@ impl Dispatcher {
         &self.shared.limits
     }
 
+    /// The task backend (for [`Dispatcher::readiness`]).
+    pub(crate) fn backend(&self) -> &Arc<Backend> {
+        &self.shared.backend
+    }
+
     /// The names of the tools `tools/list` advertises.
     pub fn tool_names(&self) -> impl Iterator<Item = &str> {
         self.shared.registered.iter().map(String::as_str)
@@ -937,6 +942,7 @@ impl Dispatcher {
             Some(call) => call.span_id.clone(),
             None => Self::span_of(request),
         };
+        notify.call_id(&call_id);
         let progress: Option<ProgressSink> = progress_token.as_ref().map(|_| {
             let notify = Arc::clone(&notify);
             let sink: ProgressSink = Arc::new(move |tick: ProgressTick| {

@@ -35,6 +35,7 @@ pub mod instructions;
 pub mod jsonrpc;
 mod limits;
 pub mod prompts;
+mod readiness;
 mod scope;
 mod storage_fault;
 mod tasks;

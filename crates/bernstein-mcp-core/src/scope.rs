@@ -23,6 +23,12 @@ use crate::jsonrpc::RequestId;
 pub trait NotificationSink: Send + Sync + 'static {
     /// Sends one JSON-RPC notification.
     fn send(&self, notification: JsonValue);
+
+    /// Told the call id of a `tools/call` (its `_meter.call_id`, the anchoring row's span id)
+    /// as soon as the call is anchored, before the tool runs. A transport that labels its
+    /// response before the result exists (the HTTP span header on a streamed answer, the SSE
+    /// `202`) keeps it; the default ignores it.
+    fn call_id(&self, _call_id: &str) {}
 }
 
 impl<F> NotificationSink for F

@@ -48,6 +48,17 @@ pub(crate) struct ServeArgs {
     /// any, a local stdio client may name any project root on the machine.
     #[arg(long = "allow-root", value_name = "DIR")]
     pub(crate) allow_roots: Vec<PathBuf>,
+    /// The transport: `stdio` (the default) or `http` (streamable HTTP on /mcp and SSE on /sse,
+    /// one listener). Defaults to $BERNSTEIN_MCP_TRANSPORT.
+    #[arg(long, value_name = "TRANSPORT")]
+    pub(crate) transport: Option<String>,
+    /// With `--transport http`: the bind host (default 127.0.0.1; $BERNSTEIN_MCP_HOST). A
+    /// non-loopback host needs $BERNSTEIN_MCP_TOKEN.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) host: Option<String>,
+    /// With `--transport http`: the bind port (default 8053; $BERNSTEIN_MCP_PORT).
+    #[arg(long, value_name = "PORT")]
+    pub(crate) port: Option<u16>,
 }
 
 #[derive(Debug, Subcommand)]

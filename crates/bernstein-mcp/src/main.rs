@@ -7,6 +7,7 @@
 
 mod audit_calls;
 mod cli;
+mod http_serve;
 mod project_verify;
 mod serve;
 mod verify_cmds;

@@ -19,6 +19,8 @@
 //! | `BERNSTEIN_MCP_DLP` | the mailbox DLP rule set: `extended` (default) or `reference` (the reference's eight rules, byte for byte) |
 //! | `--allow-root` (repeatable), `BERNSTEIN_MCP_ALLOW_ROOTS` (`:`-separated) | confine tools' `workdir` to the project root plus these roots (unconfined without any) |
 //!
+//! `--transport http` (see `http_serve`) reads its own settings and serves the same dispatcher.
+//!
 //! Logs go to stderr; stdout carries nothing but protocol.
 
 use anyhow::Context;
@@ -32,6 +34,7 @@ use crate::Outcome;
 use crate::cli::{ServeArgs, env_raw, env_value, key_locator};
 
 pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
+    let http = crate::http_serve::requested(&args)?;
     let workdir = match args.workdir {
         Some(dir) => dir,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -95,6 +98,9 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
     }
     if !allow_roots.is_empty() {
         builder = builder.confine_workdirs(true).allowed_roots(allow_roots);
+    }
+    if let Some(http) = http {
+        return crate::http_serve::serve_http(builder, http);
     }
     let dispatcher = builder
         .build()
