@@ -5,6 +5,7 @@ mod audit_oracle_cli;
 mod dlp_cli;
 mod faults;
 mod faults_disk;
+mod faults_http;
 mod handle_cli;
 mod serve_cli;
 mod support;
