@@ -9,9 +9,9 @@
 //!   with 16 calls in flight each, then 50 of a single server, then 200 of an HTTP server with
 //!   16 concurrent clients; each bounded by `--seconds` (default 1800), after which the stage
 //!   reports the kills it survived;
-//! * `writers`: two stdio and two HTTP servers on one workdir for `--seconds` (default 60,
-//!   capped at 600) of load, then the call order, both chain verifiers and the task
-//!   transitions, and once more beside the reference's chain writer;
+//! * `writers`: four stdio servers on one workdir for `--seconds` (default 60, capped at 600)
+//!   of load, then the call order, both chain verifiers and the task transitions, and once
+//!   more beside the reference's chain writer;
 //! * `disk`: `.sdd/` on a small tmpfs that fills up, and remounted read-only (needs root).
 //!
 //! Without a stage, every stage runs. The seed is printed, and `--seed` replays a run.
