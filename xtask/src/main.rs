@@ -13,6 +13,8 @@
 //!   each, seeded with the committed corpus.
 //! * `conformance`: the official MCP conformance suites (0.1.16 and 0.2.0-alpha.12) against the
 //!   conformance server and `bernstein-mcp` over HTTP, with pass/fail counts.
+//! * `soak [kill | writers | disk]`: the fault tests at soak size (SIGKILL under load, many
+//!   writers on one workdir, full and read-only disks).
 
 #![allow(
     clippy::print_stderr,
@@ -30,6 +32,7 @@ mod interop_clients;
 mod interop_drivers;
 mod interop_loop;
 mod progress;
+mod soak;
 mod tidy;
 mod tidy_deps;
 
@@ -45,11 +48,12 @@ fn main() -> ExitCode {
         Some("interop") => interop::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("conformance") => conformance::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         _ => {
             eprintln!(
                 "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
                  interop [evidence | clients | loop] | fuzz [--seconds N] [TARGET...] | \
-                 conformance>"
+                 conformance | soak [kill | writers | disk]>"
             );
             return ExitCode::from(2);
         }

@@ -57,6 +57,7 @@ use std::sync::{LazyLock, Mutex};
 use bernstein_protocol::pyjson::{Dialect, Int, Object, Value};
 use regex::Regex;
 
+use crate::audit::AuditChain;
 use crate::crypto::{constant_time_eq, hmac_sha256_hex, sha256_hex};
 use crate::dlp::RedactionContext;
 use crate::durable::{append_durably, create_dir_all_durable, ensure_entry_durable};
@@ -674,6 +675,54 @@ impl Mailbox {
         message: &NewMessage<'_>,
         redaction: &RedactionContext<'_>,
     ) -> Result<Entry> {
+        self.post_inner(message, redaction, None)
+            .map(|(entry, _)| entry)
+    }
+
+    /// [`Mailbox::post`], with the entry's `task.mailbox_message` mirror appended to `chain`
+    /// while the journal's lock is still held, so mirrors reach the chain in entry order.
+    ///
+    /// A writer killed between an entry and its mirror left the journal's last entry without
+    /// one; since every mirror is written under the lock in entry order, only the last entry
+    /// can lack it, and the newest mirror on the chain tells. So before its own entry, the
+    /// post appends the missing mirror (derived from the entry, as its writer would have);
+    /// a search or append that fails refuses the post before anything is written. The
+    /// entry's own mirror stays best effort, as in the reference route: its error is returned
+    /// beside the durable entry, and the next post writes the mirror.
+    pub fn post_mirrored(
+        &self,
+        message: &NewMessage<'_>,
+        redaction: &RedactionContext<'_>,
+        chain: &AuditChain,
+    ) -> Result<(Entry, Option<Error>)> {
+        self.post_inner(message, redaction, Some(chain))
+    }
+
+    /// Appends the mirror of `last` to `chain` unless the chain's newest mirror is its.
+    fn settle_mirror(chain: &AuditChain, last: &Entry) -> Result<()> {
+        let newest = crate::audit::newest_record_where(chain.dir(), chain.key(), &|record| {
+            record.get("event_type").and_then(Value::as_str) == Some(MIRROR_EVENT_TYPE)
+        })
+        .map_err(|e| Error::io("search the audit chain in", chain.dir(), e))?;
+        let mirrored = newest
+            .as_ref()
+            .and_then(|record| record.get("details"))
+            .and_then(Value::as_object)
+            .and_then(|details| details.get("entry_hash"))
+            .and_then(Value::as_str)
+            == Some(last.entry_hash.as_str());
+        if !mirrored {
+            chain.append(&last.audit_mirror_event())?;
+        }
+        Ok(())
+    }
+
+    fn post_inner(
+        &self,
+        message: &NewMessage<'_>,
+        redaction: &RedactionContext<'_>,
+        chain: Option<&AuditChain>,
+    ) -> Result<(Entry, Option<Error>)> {
         validate_task_id(message.task_id)?;
         if !MESSAGE_KINDS.contains(&message.kind) {
             return Err(Error::UnknownMessageKind {
@@ -701,6 +750,11 @@ impl Mailbox {
             .map_err(|e| Error::io("read", &self.path, e))?;
         let journal = parse_journal(&existing);
         self.check_state(&journal, message)?;
+        if let Some(chain) = chain
+            && let Some(last) = journal.entries.last()
+        {
+            Self::settle_mirror(chain, last)?;
+        }
 
         let (stored_body, redactions) = redaction.redact(message.body);
         let mut entry = Entry {
@@ -735,8 +789,9 @@ impl Mailbox {
         // makes the entry durable before its first acknowledgement.
         ensure_entry_durable(&self.path)
             .map_err(|e| Error::io("fsync the directory of", &self.path, e))?;
+        let mirror_error = chain.and_then(|chain| chain.append(&entry.audit_mirror_event()).err());
         // Dropping the file releases the lock.
-        Ok(entry)
+        Ok((entry, mirror_error))
     }
 
     fn create_journal(&self) -> Result<File> {

@@ -48,6 +48,7 @@ use crate::limits::Limits;
 use crate::logging::{LogLevel, META_LOG_LEVEL, RequestLog};
 use crate::prompts;
 use crate::scope::{CallScope, InFlightCall, NotificationSink, Refusal};
+use crate::storage_fault::storage_fault;
 use crate::tasks::{self, TASK_LIST_PAGE, TaskView};
 use crate::telemetry;
 
@@ -1138,6 +1139,14 @@ impl Dispatcher {
             name,
             json!({"message": format!("{name} {said}"), "callId": context.meta.call_id}),
         );
+        // A tool that could not write its evidence (full or read-only disk) changed nothing:
+        // the client gets a protocol error that says so, not a tool result.
+        if outcome.is_error
+            && let Some(err) = storage_fault(&outcome.text, anchored.is_some())
+        {
+            tracing::error!("{name}: {}: {}", err.message, outcome.text);
+            return Err(err);
+        }
 
         if wants_task
             && !outcome.is_error
@@ -1336,6 +1345,9 @@ impl Dispatcher {
             }
             Err(err) => {
                 tracing::error!("cannot anchor {}: {err}", request.method);
+                if let Some(fault) = storage_fault(&err.to_string(), false) {
+                    return Err(fault);
+                }
                 Err(RpcError::internal(format!(
                     "the call could not be anchored: {err}"
                 )))

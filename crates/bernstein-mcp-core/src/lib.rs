@@ -41,6 +41,7 @@ pub mod logging;
 pub mod prompts;
 mod readiness;
 mod scope;
+mod storage_fault;
 mod tasks;
 pub mod telemetry;
 

@@ -1158,10 +1158,11 @@ fn post_message_blocking(
         timestamp: now_unix(),
         authority: Authority::TrustedInternal,
     };
-    let entry = mailbox.post(&message, redaction)?;
-    let event = entry.audit_mirror_event();
-    // As in the reference route, the mirror is best effort: the entry is already durable.
-    if let Err(e) = chain.append(&event) {
+    // The mirror is written under the mailbox lock, after any mirror a killed writer owed.
+    let (entry, mirror_error) = mailbox.post_mirrored(&message, redaction, chain)?;
+    // As in the reference route, the mirror is best effort: the entry is already durable, and
+    // the next post writes the missing mirror.
+    if let Some(e) = mirror_error {
         tracing::warn!(task_id, "task_mailbox: audit chain mirror failed: {e}");
     }
     Ok(Value::Object(entry.to_wire()))

@@ -123,6 +123,9 @@ pub(crate) struct LockFile {
 impl LockFile {
     /// Opens (creating, owner-only) the lock file at `path`. Never truncates it: the reference
     /// opens its lock files with `a+b` and so do we.
+    /// On a read-only file system an existing lock file is opened for reading: `flock` works
+    /// on any descriptor, so readers still exclude writers of other mounts, and the store can
+    /// answer reads while every write is refused with the file system's error.
     pub(crate) fn open(path: &Path) -> Result<LockFile, Error> {
         let file = OpenOptions::new()
             .read(true)
@@ -130,6 +133,10 @@ impl LockFile {
             .create(true)
             .mode(FILE_MODE)
             .open(path)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::ReadOnlyFilesystem => OpenOptions::new().read(true).open(path),
+                _ => Err(e),
+            })
             .map_err(|e| Error::storage("open lock file", path, &e))?;
         Ok(LockFile {
             path: path.to_path_buf(),
