@@ -8,7 +8,9 @@
 //! * `interop [evidence | clients | loop]`: feeds trees written by bernstein-mcp to the
 //!   reference's own verifiers (`evidence`), drives the binary over stdio with real MCP clients
 //!   (`clients`), and runs the worker loop end to end on both backends (`loop`); no stage runs
-//!   them all.
+//!   them all;
+//! * `syscalls`: the system calls of one anchored `bernstein_run_status` call, counted with
+//!   `strace -f -c`, against the lean call path's budget (SKIPPED without strace).
 
 #![allow(
     clippy::print_stderr,
@@ -23,6 +25,7 @@ mod interop;
 mod interop_clients;
 mod interop_drivers;
 mod interop_loop;
+mod syscalls;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -35,10 +38,11 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("codegen") => codegen::run(&args[1..]),
         Some("interop") => interop::run(&args[1..]),
+        Some("syscalls") => syscalls::run(),
         _ => {
             eprintln!(
                 "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
-                 interop [evidence | clients | loop]>"
+                 interop [evidence | clients | loop] | syscalls>"
             );
             return ExitCode::from(2);
         }

@@ -188,6 +188,10 @@ pub struct AppendStats {
     /// Segment bytes read to find heads (checks and tail scans alike; a tail scan counts the
     /// bytes of the lines it looked at).
     pub bytes_read: u64,
+    /// Total time this chain held `.chain.lock`, in microseconds (head, write, fsync).
+    pub lock_held_us: u64,
+    /// The longest single hold, in microseconds.
+    pub lock_held_max_us: u64,
 }
 
 impl AuditChain {
@@ -271,7 +275,7 @@ impl AuditChain {
             Some(_) => ChainLock::acquire(&self.dir).ok(),
             None => None,
         };
-        let _lock = match lock {
+        let lock = match lock {
             Some(lock) => lock,
             None => {
                 create_dir_all_durable(&self.dir)
@@ -279,7 +283,30 @@ impl AuditChain {
                 ChainLock::acquire(&self.dir)?
             }
         };
+        let locked = std::time::Instant::now();
+        let appended = self.append_locked(&mut last, event, at, anchored);
+        drop(lock);
+        let held = u64::try_from(locked.elapsed().as_micros()).unwrap_or(u64::MAX);
+        last.stats.lock_held_us = last.stats.lock_held_us.saturating_add(held);
+        last.stats.lock_held_max_us = last.stats.lock_held_max_us.max(held);
+        drop(last);
+        tracing::debug!(target: "bernstein_journal::locks", lock = "audit chain", held_us = held, "lock released");
+        let (appended, segment_path) = appended?;
+        // Whoever created the segment may have died before fsyncing its directory; every
+        // process makes the entry durable itself before its first acknowledgement.
+        ensure_entry_durable(&segment_path)
+            .map_err(|err| Error::io("sync directory", &self.dir, err))?;
+        Ok(appended)
+    }
 
+    /// The part of an append made under the chain lock.
+    fn append_locked(
+        &self,
+        last: &mut LastAppend,
+        event: &AuditEvent,
+        at: Option<Timestamp>,
+        anchored: bool,
+    ) -> Result<(AppendedRecord, PathBuf)> {
         // The clock is read only now, under the lock: see the module documentation, step 2.
         let at = at.unwrap_or_else(|| self.clock.read());
         let segment = at.segment_name();
@@ -353,21 +380,19 @@ impl AuditChain {
             head: minted.hmac.clone(),
             line: (offset, bytes),
         });
-        drop(last);
-        // Whoever created the segment may have died before fsyncing its directory; every
-        // process makes the entry durable itself before its first acknowledgement.
-        ensure_entry_durable(&segment_path)
-            .map_err(|err| Error::io("sync directory", &self.dir, err))?;
-        Ok(AppendedRecord {
-            segment,
-            offset,
-            timestamp,
-            hmac: minted.hmac,
-            prev_hmac: head,
-            record: minted.record,
-            line: minted.line,
-            sealed_tear,
-        })
+        Ok((
+            AppendedRecord {
+                segment,
+                offset,
+                timestamp,
+                hmac: minted.hmac,
+                prev_hmac: head,
+                record: minted.record,
+                line: minted.line,
+                sealed_tear,
+            },
+            segment_path,
+        ))
     }
 
     /// The head the next record chains onto, sealing a torn day-segment tail first

@@ -126,6 +126,24 @@ pub struct CatchUpStats {
     /// Full reads forced because the file this writer knew was replaced, shrank, or no longer
     /// holds its known last line (rewritten behind its back).
     pub prefix_changes: u64,
+    /// Appends made (each holds the journal's lock once).
+    pub lock_holds: u64,
+    /// Total time the journal's lock was held by this writer, in microseconds (everything
+    /// between `flock` and the descriptor's close: catch-up, write, fsync and, for
+    /// [`JournalWriter::append_counted_then`], its `then`).
+    pub lock_held_us: u64,
+    /// The longest single hold, in microseconds.
+    pub lock_held_max_us: u64,
+}
+
+impl CatchUpStats {
+    fn held(&mut self, since: std::time::Instant, path: &Path) {
+        let held = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.lock_holds += 1;
+        self.lock_held_us = self.lock_held_us.saturating_add(held);
+        self.lock_held_max_us = self.lock_held_max_us.max(held);
+        tracing::debug!(target: "bernstein_journal::locks", lock = "run journal", path = %path.display(), held_us = held, "lock released");
+    }
 }
 
 /// A directory handle on the resolved project root and the journal path below it, from a
@@ -256,11 +274,16 @@ impl<C: Clock> JournalWriter<C> {
     pub fn append(&mut self, event: &str, payload: &Object) -> Result<AppendedRow> {
         check_payload_keys(payload)?;
         let (mut file, path) = self.open_locked()?;
+        let locked = std::time::Instant::now();
         // Closing the descriptor (when `file` drops) releases the lock.
-        let mut known = self.catch_up(&mut file, &path)?;
-        let row = self.write_row(&mut file, &path, &mut known, event, payload)?;
-        self.known = Some(known);
-        Ok(row)
+        let written = self.catch_up(&mut file, &path).and_then(|mut known| {
+            let row = self.write_row(&mut file, &path, &mut known, event, payload)?;
+            self.known = Some(known);
+            Ok(row)
+        });
+        drop(file);
+        self.stats.held(locked, &path);
+        written
     }
 
     /// How much reading this writer's catch-ups have done so far.
@@ -309,8 +332,29 @@ impl<C: Clock> JournalWriter<C> {
         F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
         G: FnOnce(&AppendedRow) -> Result<T>,
     {
-        let (mut file, path) = self.open_locked()?;
-        let mut known = self.catch_up(&mut file, &path)?;
+        let (file, path) = self.open_locked()?;
+        let locked = std::time::Instant::now();
+        let mut file = file;
+        let appended = self.append_counted_locked(&mut file, &path, event, build, then);
+        drop(file);
+        self.stats.held(locked, &path);
+        appended
+    }
+
+    /// [`JournalWriter::append_counted_then`] with the journal open and locked.
+    fn append_counted_locked<F, G, T>(
+        &mut self,
+        file: &mut File,
+        path: &Path,
+        event: &str,
+        build: F,
+        then: G,
+    ) -> Result<Option<(AppendedRow, T)>>
+    where
+        F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
+        G: FnOnce(&AppendedRow) -> Result<T>,
+    {
+        let mut known = self.catch_up(file, path)?;
         let summary = JournalSummary {
             rows: known.next_index,
             by_event: &known.by_event,
@@ -328,7 +372,7 @@ impl<C: Clock> JournalWriter<C> {
             return Err(err);
         }
         let size_before = known.identity.2;
-        let row = self.write_row(&mut file, &path, &mut known, event, &payload)?;
+        let row = self.write_row(file, path, &mut known, event, &payload)?;
         match then(&row) {
             Ok(value) => {
                 self.known = Some(known);
