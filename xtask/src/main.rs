@@ -15,6 +15,8 @@
 //!   conformance server and `bernstein-mcp` over HTTP, with pass/fail counts.
 //! * `soak [kill | writers | disk]`: the fault tests at soak size (SIGKILL under load, many
 //!   writers on one workdir, full and read-only disks).
+//! * `syscalls`: the system calls of one anchored `bernstein_run_status` call, counted with
+//!   `strace -f -c`, against the lean call path's budget (SKIPPED without strace).
 
 #![allow(
     clippy::print_stderr,
@@ -33,6 +35,7 @@ mod interop_drivers;
 mod interop_loop;
 mod progress;
 mod soak;
+mod syscalls;
 mod tidy;
 mod tidy_deps;
 
@@ -49,11 +52,12 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("conformance") => conformance::run(&args[1..]),
         Some("soak") => soak::run(&args[1..]),
+        Some("syscalls") => syscalls::run(),
         _ => {
             eprintln!(
                 "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
                  interop [evidence | clients | loop] | fuzz [--seconds N] [TARGET...] | \
-                 conformance | soak [kill | writers | disk]>"
+                 conformance | soak [kill | writers | disk] | syscalls>"
             );
             return ExitCode::from(2);
         }

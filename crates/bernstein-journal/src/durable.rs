@@ -55,6 +55,7 @@ pub fn tear_log_path(project_root: &Path) -> PathBuf {
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     #[cfg(test)]
     seams::record_dir_sync(dir);
+    count_fsync();
     File::open(dir)?.sync_all()
 }
 
@@ -77,10 +78,27 @@ pub(crate) fn sync_file(file: &File) -> io::Result<()> {
     if seams::take_fsync_failure() {
         return Err(io::Error::other("injected fsync failure (test seam)"));
     }
+    count_fsync();
     let started = std::time::Instant::now();
     let synced = file.sync_all();
     metrics::histogram!(FSYNC_SECONDS_METRIC).record(started.elapsed().as_secs_f64());
     synced
+}
+
+thread_local! {
+    static THREAD_FSYNCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_fsync() {
+    THREAD_FSYNCS.with(|count| count.set(count.get() + 1));
+}
+
+/// How many fsyncs (of appended files and of directories) the current thread has made through
+/// these primitives since it started. A probe, per thread so that tests running in parallel do
+/// not disturb each other: a test counts what one operation makes durable, and a benchmark
+/// what one call costs.
+pub fn thread_fsync_count() -> u64 {
+    THREAD_FSYNCS.with(std::cell::Cell::get)
 }
 
 /// Creates `dir` and every missing ancestor, fsyncing the parent of each directory created

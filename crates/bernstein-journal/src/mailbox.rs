@@ -27,9 +27,13 @@
 //! * rows are split on `\n` only. The reference reloads with `str.splitlines()`, so a body
 //!   holding a raw U+0085, U+2028 or U+2029 (which PY-COMPACT-UTF8 writes unescaped) splits its
 //!   row, and after a restart the mailbox no longer loads;
-//! * the journal is re-read under the file lock on every post instead of trusting a copy loaded
-//!   at start-up, so several processes can share it; the reference has no file lock (its lock is
-//!   a thread lock), so there is no lock-file name to match and none is created;
+//! * the journal is caught up under the file lock on every post instead of trusting a copy
+//!   loaded at start-up, so several processes can share it; the reference has no file lock (its
+//!   lock is a thread lock), so there is no lock-file name to match and none is created. The
+//!   catch-up reads only the bytes appended since this process last looked, after checking that
+//!   the file is the same one (device and inode), is no shorter, and still holds the last line
+//!   it read at the same offset; otherwise it reads the whole file again
+//!   ([`Mailbox::catch_up_stats`] counts both);
 //! * a journal whose last row lacks its `\n` (a torn write) gets one before the next row, so
 //!   the torn row stays a separate malformed line instead of swallowing the new row;
 //! * rows that are not valid UTF-8 are reported as malformed lines; the reference fails to load
@@ -50,7 +54,8 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read as _};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
@@ -321,9 +326,17 @@ impl LoadedJournal {
 /// Parses journal bytes. Rows are split on `\n` only, trimmed of Python whitespace, and blank
 /// rows are skipped, as in the reference (apart from its `splitlines()`).
 pub fn parse_journal(bytes: &[u8]) -> LoadedJournal {
+    parse_lines(bytes, 0)
+}
+
+/// [`parse_journal`] of bytes whose first line is line `first_line + 1` of the file.
+fn parse_lines(bytes: &[u8], first_line: usize) -> LoadedJournal {
     let mut loaded = LoadedJournal::default();
+    if bytes.is_empty() {
+        return loaded;
+    }
     for (index, raw) in bytes.split(|&b| b == b'\n').enumerate() {
-        let line_number = index + 1;
+        let line_number = first_line + index + 1;
         let Ok(text) = std::str::from_utf8(raw) else {
             loaded
                 .problems
@@ -570,6 +583,72 @@ pub struct Mailbox {
     master_key: Vec<u8>,
     signer: SigningIdentity,
     consumed: Mutex<HashMap<String, i64>>,
+    known: Mutex<Option<KnownJournal>>,
+    stats: Mutex<MailboxCatchUpStats>,
+}
+
+/// How much reading [`Mailbox::post`]'s catch-ups did since the mailbox was opened (for tests
+/// and benchmarks that check a post reads only what other processes appended).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MailboxCatchUpStats {
+    /// Journal bytes read, whole files and appended bytes alike (the check of the known last
+    /// line included).
+    pub bytes_read: u64,
+    /// Catch-ups that read the whole journal.
+    pub full_reads: u64,
+    /// Full reads forced because the known prefix was replaced, shrank or rewritten.
+    pub prefix_changes: u64,
+}
+
+/// The complete lines of the journal as this process last read them.
+#[derive(Debug, Clone)]
+struct KnownJournal {
+    /// `(st_dev, st_ino)` of the file read.
+    identity: (u64, u64),
+    /// End of the last `\n`-terminated line read.
+    read_to: u64,
+    /// `\n`-terminated lines read (so line numbers of later problems continue).
+    lines: usize,
+    /// The last line read (offset and bytes, terminator included), checked before trusting the
+    /// rest; `None` when nothing was read.
+    last_line: Option<(u64, Vec<u8>)>,
+    /// What those lines hold.
+    journal: LoadedJournal,
+}
+
+impl KnownJournal {
+    fn empty(identity: (u64, u64)) -> KnownJournal {
+        KnownJournal {
+            identity,
+            read_to: 0,
+            lines: 0,
+            last_line: None,
+            journal: LoadedJournal::default(),
+        }
+    }
+
+    /// Takes in `bytes`, read from `read_to` on: its complete lines join what is known, and
+    /// what follows the last `\n` (a row still being written, or torn) is returned parsed,
+    /// numbered as the line after them, without being remembered.
+    fn take_in(&mut self, bytes: &[u8]) -> LoadedJournal {
+        let complete = bytes
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        if complete > 0 {
+            let parsed = parse_lines(&bytes[..complete - 1], self.lines);
+            self.lines += bytes[..complete].iter().filter(|&&b| b == b'\n').count();
+            self.journal.entries.extend(parsed.entries);
+            self.journal.problems.extend(parsed.problems);
+            let start = bytes[..complete - 1]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |at| at + 1);
+            self.last_line = Some((self.read_to + start as u64, bytes[start..complete].to_vec()));
+            self.read_to += complete as u64;
+        }
+        parse_lines(&bytes[complete..], self.lines)
+    }
 }
 
 impl std::fmt::Debug for Mailbox {
@@ -593,7 +672,68 @@ impl Mailbox {
             master_key: master_key.to_vec(),
             signer,
             consumed: Mutex::new(HashMap::new()),
+            known: Mutex::new(None),
+            stats: Mutex::new(MailboxCatchUpStats::default()),
         }
+    }
+
+    /// How much reading this mailbox's post catch-ups have done.
+    pub fn catch_up_stats(&self) -> MailboxCatchUpStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Brings what this process knows of the journal in step with `file` (held under the
+    /// caller's lock): reads only what was appended since the last look when the file is the
+    /// same, no shorter, and still holds the last line read at the same offset; the whole file
+    /// otherwise. Returns the known lines and the parsed bytes after the last `\n`, if any.
+    fn catch_up(&self, file: &File) -> Result<(KnownJournal, LoadedJournal)> {
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io("stat", &self.path, e))?;
+        let identity = (meta.dev(), meta.ino());
+        let size = meta.len();
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        let cached = self.known.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut known = match cached {
+            Some(known) if known.identity == identity && known.read_to <= size => {
+                let still_there = match &known.last_line {
+                    Some((at, bytes)) => {
+                        let mut found = vec![0u8; bytes.len()];
+                        stats.bytes_read += bytes.len() as u64;
+                        file.read_exact_at(&mut found, *at).is_ok() && found == *bytes
+                    }
+                    None => known.read_to == 0,
+                };
+                if still_there {
+                    Some(known)
+                } else {
+                    stats.prefix_changes += 1;
+                    None
+                }
+            }
+            Some(_) => {
+                stats.prefix_changes += 1;
+                None
+            }
+            None => None,
+        }
+        .unwrap_or_else(|| {
+            stats.full_reads += 1;
+            KnownJournal::empty(identity)
+        });
+        let length = usize::try_from(size - known.read_to).map_err(|_| {
+            Error::io(
+                "read",
+                &self.path,
+                std::io::Error::other("the journal does not fit in memory"),
+            )
+        })?;
+        let mut appended = vec![0u8; length];
+        file.read_exact_at(&mut appended, known.read_to)
+            .map_err(|e| Error::io("read", &self.path, e))?;
+        stats.bytes_read += appended.len() as u64;
+        let fragment = known.take_in(&appended);
+        Ok((known, fragment))
     }
 
     /// The journal path.
@@ -745,15 +885,31 @@ impl Mailbox {
             Err(e) => return Err(Error::io("open", &self.path, e)),
         };
         file.lock().map_err(|e| Error::io("lock", &self.path, e))?;
-        let mut existing = Vec::new();
-        file.read_to_end(&mut existing)
-            .map_err(|e| Error::io("read", &self.path, e))?;
-        let journal = parse_journal(&existing);
-        self.check_state(&journal, message)?;
+        let (mut known, fragment) = self.catch_up(&file)?;
+        let with_fragment;
+        let journal = if fragment.entries.is_empty() && fragment.problems.is_empty() {
+            &known.journal
+        } else {
+            // Rare: a last row without its `\n` (torn, or another process mid-write).
+            let mut whole = known.journal.clone();
+            whole.entries.extend(fragment.entries.iter().cloned());
+            whole.problems.extend(fragment.problems.iter().cloned());
+            with_fragment = whole;
+            &with_fragment
+        };
+        let checked = self.check_state(journal, message);
+        if let Err(err) = checked {
+            *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
+            return Err(err);
+        }
+        // A writer killed between its entry and the entry's audit mirror left the mirror owed;
+        // it is written first, still under the mailbox lock.
         if let Some(chain) = chain
             && let Some(last) = journal.entries.last()
+            && let Err(err) = Self::settle_mirror(chain, last)
         {
-            Self::settle_mirror(chain, last)?;
+            *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
+            return Err(err);
         }
 
         let (stored_body, redactions) = redaction.redact(message.body);
@@ -776,15 +932,31 @@ impl Mailbox {
         entry.entry_hash = entry.expected_entry_hash(&self.master_key);
         entry.signature = self.signer.sign_raw(entry.signed_bytes().as_bytes());
 
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io("stat", &self.path, e))?
+            .len();
         let mut row = String::new();
-        if existing.last().is_some_and(|&b| b != b'\n') {
+        if size > known.read_to {
             row.push('\n');
         }
         row.push_str(&entry.to_row());
         // A failed write or fsync takes the row back (we hold the lock), so a retry cannot
-        // duplicate the message.
-        append_durably(&mut file, existing.len() as u64, row.as_bytes())
-            .map_err(|e| Error::io("append to", &self.path, e))?;
+        // duplicate the message. What is known stays as read: it still describes the file.
+        let appended = append_durably(&mut file, size, row.as_bytes())
+            .map_err(|e| Error::io("append to", &self.path, e));
+        if let Err(err) = appended {
+            *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
+            return Err(err);
+        }
+        // The row is known now too: the bytes from `read_to` are the fragment, its new `\n`
+        // and the row, all complete lines.
+        let mut written = vec![0u8; usize::try_from(size - known.read_to).unwrap_or(0)];
+        if file.read_exact_at(&mut written, known.read_to).is_ok() {
+            written.extend_from_slice(row.as_bytes());
+            known.take_in(&written);
+            *self.known.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
+        }
         // The journal's creator may have died before fsyncing its directory: every process
         // makes the entry durable before its first acknowledgement.
         ensure_entry_durable(&self.path)
@@ -1137,6 +1309,83 @@ mod tests {
         let bodies: Vec<&str> = journal.entries.iter().map(|e| e.body.as_str()).collect();
         assert_eq!(bodies, vec!["one", "two"]);
         assert!(mailbox.verify().unwrap().ok());
+    }
+
+    /// A post catches up on another process's posts by reading only their rows (and the
+    /// check of its own last row); a journal truncated or rewritten behind its back is read
+    /// again in full, and a torn row stays a malformed line numbered where it is.
+    #[test]
+    fn a_post_reads_only_what_other_processes_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let sdd = dir.path().join(".sdd");
+        let ours = Mailbox::open(
+            &sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[7; 32]).unwrap(),
+        );
+        let theirs = Mailbox::open(
+            &sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[8; 32]).unwrap(),
+        );
+        let post = |mailbox: &Mailbox, task: &str, body: &str| {
+            mailbox
+                .post(
+                    &NewMessage::new(task, "w", "finding", body, 1_780_000_000.0),
+                    &RedactionContext::default(),
+                )
+                .unwrap()
+        };
+        for n in 0..100 {
+            post(&ours, &format!("t-{n}"), "x");
+        }
+        let own_last = post(&ours, "t-last", "x").to_row().len() as u64;
+        let other = post(&theirs, "t-other", "y");
+        let before = ours.catch_up_stats();
+        let next = post(&ours, "t-next", "z");
+        assert_eq!(
+            (next.seq, next.prev_entry_hash.as_str()),
+            (102, other.entry_hash.as_str())
+        );
+        let after = ours.catch_up_stats();
+        assert_eq!(after.full_reads, before.full_reads);
+        assert_eq!(
+            after.bytes_read - before.bytes_read,
+            own_last + other.to_row().len() as u64,
+            "{after:?}"
+        );
+
+        // Truncated to two rows behind our back, then regrown by another process.
+        let path = ours.path().to_path_buf();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let two: usize = text.match_indices('\n').nth(1).unwrap().0 + 1;
+        std::fs::write(&path, &text[..two]).unwrap();
+        let fresh = Mailbox::open(
+            &sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[8; 32]).unwrap(),
+        );
+        for n in 0..5 {
+            post(&fresh, "t-again", &"long ".repeat(20 + n));
+        }
+        let resumed = post(&ours, "t-resumed", "w");
+        assert_eq!(resumed.seq, 7);
+        assert_eq!(ours.catch_up_stats().prefix_changes, 1);
+        assert!(ours.verify().unwrap().ok());
+
+        // A torn row: the next post starts a fresh line, and the torn row is line 9.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(b"{\"seq\": 8, \"task");
+        std::fs::write(&path, &bytes).unwrap();
+        let after_tear = post(&ours, "t-after", "v");
+        assert_eq!(after_tear.seq, 8);
+        let report = ours.verify().unwrap();
+        assert_eq!(
+            report.problems,
+            vec!["line 9: malformed journal row".to_owned()]
+        );
+        let again = post(&ours, "t-again", "u");
+        assert_eq!(again.prev_entry_hash, after_tear.entry_hash);
     }
 
     #[test]

@@ -38,7 +38,9 @@ use std::sync::{Arc, Mutex};
 
 use bernstein_journal::audit::{self, AuditChain, AuditEvent, Finding, Tear, VerifyReport};
 use bernstein_journal::key::AuditKey;
-use bernstein_journal::run_journal::{AppendedRow, HashProfile, JournalWriter, validate_run_id};
+use bernstein_journal::run_journal::{
+    AppendedRow, CatchUpStats, HashProfile, JournalWriter, validate_run_id,
+};
 use bernstein_protocol::pyjson::{Object, Value as PyValue};
 use serde_json::Value as JsonValue;
 
@@ -127,6 +129,16 @@ impl Anchor {
     /// The audit chain calls are anchored in.
     pub fn audit_chain(&self) -> &AuditChain {
         &self.audit
+    }
+
+    /// How the anchoring journal's writer has caught up on other servers' rows so far (a
+    /// probe for tests and benchmarks: catching up reads only what was appended).
+    pub fn journal_catch_up_stats(&self) -> CatchUpStats {
+        self.writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .journal
+            .catch_up_stats()
     }
 
     /// Anchors one call of `method` with `params` (including `_meta`, which is read for
@@ -268,7 +280,7 @@ impl Anchor {
         call_index: u64,
     ) -> std::result::Result<(), bernstein_journal::Error> {
         let run_id = self.run_id.as_str();
-        let newest = audit::newest_record_where(self.audit.dir(), self.audit.key(), &|record| {
+        let of_this_run = |record: &Object| {
             let kind = record.get("event_type").and_then(PyValue::as_str);
             matches!(kind, Some(STATELESS_CALL_EVENT | ABANDONED_CALL_EVENT))
                 && record
@@ -277,20 +289,35 @@ impl Anchor {
                     .and_then(|d| d.get("run_id"))
                     .and_then(PyValue::as_str)
                     == Some(run_id)
-        })
-        .map_err(|source| bernstein_journal::Error::Io {
+        };
+        let index_of = |record: Option<&Object>| {
+            record
+                .and_then(|record| record.get("details"))
+                .and_then(PyValue::as_object)
+                .and_then(|details| match details.get("call_index") {
+                    Some(PyValue::Int(i)) => i.as_u64(),
+                    _ => None,
+                })
+        };
+        let search_failed = |path: &Path, source| bernstein_journal::Error::Io {
             op: "search",
-            path: self.audit.dir().to_path_buf(),
+            path: path.to_path_buf(),
             source,
-        })?;
-        let newest_index = newest
-            .as_ref()
-            .and_then(|record| record.get("details"))
-            .and_then(PyValue::as_object)
-            .and_then(|details| match details.get("call_index") {
-                Some(PyValue::Int(i)) => i.as_u64(),
-                _ => None,
-            });
+        };
+        // Any entry of the run at or above the row's index shows the row was settled (entries
+        // are written in index order). Another server's entry for the row is normally the
+        // last line of today's segment, so that segment is read backwards first, with no
+        // directory listing; only when it cannot show the row settled is the whole chain
+        // searched from its end.
+        let today = self.audit.current_segment_path();
+        let recent = audit::newest_record_in_segment_where(&today, self.audit.key(), &of_this_run)
+            .map_err(|source| search_failed(&today, source))?;
+        if index_of(recent.as_ref()).is_some_and(|index| index >= call_index) {
+            return Ok(());
+        }
+        let newest = audit::newest_record_where(self.audit.dir(), self.audit.key(), &of_this_run)
+            .map_err(|source| search_failed(self.audit.dir(), source))?;
+        let newest_index = index_of(newest.as_ref());
         if newest_index.is_some_and(|index| index >= call_index) {
             return Ok(());
         }
@@ -743,6 +770,60 @@ mod tests {
         assert!(order.ok(), "{:?}", order.problems);
         let abandoned: Vec<u64> = order.abandoned.iter().map(|c| c.call_index).collect();
         assert_eq!(abandoned, vec![0]);
+    }
+
+    /// Two servers alternating on one project: each call makes exactly two fsyncs (the row
+    /// and the entry), and each catches up on the other's row and entry by reading only what
+    /// was appended, however long the journal is.
+    #[test]
+    fn alternating_servers_read_only_what_the_other_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        let first = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        for _ in 0..60 {
+            first.anchor("tools/call", Some(&params)).unwrap();
+        }
+        let second = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        second.anchor("tools/call", Some(&params)).unwrap();
+        first.anchor("tools/call", Some(&params)).unwrap();
+        let journal_len = std::fs::metadata(dir.path().join(".sdd/runs/mcp-calls/journal.jsonl"))
+            .unwrap()
+            .len();
+        let stats = |anchor: &Anchor| {
+            (
+                anchor.journal_catch_up_stats(),
+                anchor.audit_chain().append_stats(),
+            )
+        };
+        let (first_before, second_before) = (stats(&first), stats(&second));
+        let fsyncs = bernstein_journal::durable::thread_fsync_count();
+        for n in 0..20 {
+            let anchor = if n % 2 == 0 { &second } else { &first };
+            let call = anchor.anchor("tools/call", Some(&params)).unwrap();
+            assert_eq!(call.call_index, 62 + n);
+        }
+        assert_eq!(
+            bernstein_journal::durable::thread_fsync_count() - fsyncs,
+            40
+        );
+        for (anchor, before) in [(&first, first_before), (&second, second_before)] {
+            let (journal, chain) = stats(anchor);
+            assert_eq!(journal.full_reads, before.0.full_reads, "{journal:?}");
+            assert_eq!(journal.incremental_reads - before.0.incremental_reads, 10);
+            // Per call: the check of its own last row and the other's row, a few hundred bytes.
+            let read = journal.bytes_read - before.0.bytes_read;
+            assert!(
+                read < 10 * 1024 && read * 2 < journal_len,
+                "{read} of {journal_len}"
+            );
+            assert_eq!(chain.tail_scans - before.1.tail_scans, 10, "{chain:?}");
+            assert!(
+                chain.bytes_read - before.1.bytes_read < 20 * 1024,
+                "{chain:?}"
+            );
+        }
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok() && order.calls.len() == 82 && order.abandoned.is_empty());
     }
 
     #[test]

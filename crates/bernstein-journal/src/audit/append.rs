@@ -17,12 +17,21 @@
 //!    segment, the directories naming it ([`crate::durable::ensure_entry_durable`]) before
 //!    returning. A failed write or fsync truncates the segment back, so a retry cannot
 //!    duplicate the record.
+//!
+//! **The head from the tail, not a rescan.** Step 3 reads only the end of the day segment. An
+//! [`AuditChain`] also remembers, per process, the head it appended last and the segment state
+//! after it (name, device, inode, length, and the bytes and offset of its own last line). When
+//! the segment is still exactly that (same inode and length, and the line's bytes still at that
+//! offset, one `pread`), that head is the head: no line is parsed and no MAC recomputed. Any
+//! other state (another process appended, the segment was rewritten, replaced or rotated)
+//! falls back to the backwards tail scan above, which seals a torn tail as before.
+//! [`AuditChain::append_stats`] counts both.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bernstein_protocol::encoding::hex;
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
@@ -147,6 +156,42 @@ pub struct AuditChain {
     dir: PathBuf,
     key: AuditKey,
     clock: AuditClock,
+    /// What this chain appended last (shared by clones), trusted only under the chain lock
+    /// and after the check described in the module documentation.
+    last: Arc<Mutex<LastAppend>>,
+}
+
+/// The segment state right after this chain's last append.
+#[derive(Debug, Default)]
+struct LastAppend {
+    known: Option<KnownSegmentTail>,
+    stats: AppendStats,
+}
+
+#[derive(Debug, Clone)]
+struct KnownSegmentTail {
+    segment: String,
+    /// `(st_dev, st_ino, st_size)` right after the append.
+    identity: (u64, u64, u64),
+    head: String,
+    /// Offset and bytes (terminator included) of the line appended.
+    line: (u64, Vec<u8>),
+}
+
+/// How an [`AuditChain`]'s appends found the head they chained onto.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppendStats {
+    /// Appends whose head was this chain's own last record, checked in place.
+    pub known_heads: u64,
+    /// Appends that read the segment's tail (backwards) to find the head.
+    pub tail_scans: u64,
+    /// Segment bytes read to find heads (checks and tail scans alike; a tail scan counts the
+    /// bytes of the lines it looked at).
+    pub bytes_read: u64,
+    /// Total time this chain held `.chain.lock`, in microseconds (head, write, fsync).
+    pub lock_held_us: u64,
+    /// The longest single hold, in microseconds.
+    pub lock_held_max_us: u64,
 }
 
 impl AuditChain {
@@ -156,7 +201,16 @@ impl AuditChain {
             dir: audit_dir.into(),
             key,
             clock: AuditClock::system(),
+            last: Arc::default(),
         }
+    }
+
+    /// How this chain's appends found their heads so far (shared by its clones).
+    pub fn append_stats(&self) -> AppendStats {
+        self.last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stats
     }
 
     /// The same chain, stamping records from `clock` instead of the system clock.
@@ -173,6 +227,12 @@ impl AuditChain {
     /// The key.
     pub fn key(&self) -> &AuditKey {
         &self.key
+    }
+
+    /// The day segment an append made now would go to (the chain's clock, read now; an
+    /// append reads it again under the lock).
+    pub fn current_segment_path(&self) -> PathBuf {
+        self.dir.join(self.clock.read().segment_name())
     }
 
     /// Appends `event` now (the chain's clock, read under the append lock), with
@@ -208,16 +268,89 @@ impl AuditChain {
         at: Option<Timestamp>,
         anchored: bool,
     ) -> Result<AppendedRecord> {
-        create_dir_all_durable(&self.dir)
-            .map_err(|err| Error::io("create directory", &self.dir, err))?;
-        let _lock = ChainLock::acquire(&self.dir)?;
+        // The directory is created (and its parents fsynced) before the first append of this
+        // chain; afterwards it is only recreated when taking the lock finds it gone.
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let lock = match last.known {
+            Some(_) => ChainLock::acquire(&self.dir).ok(),
+            None => None,
+        };
+        let lock = match lock {
+            Some(lock) => lock,
+            None => {
+                create_dir_all_durable(&self.dir)
+                    .map_err(|err| Error::io("create directory", &self.dir, err))?;
+                ChainLock::acquire(&self.dir)?
+            }
+        };
+        let locked = std::time::Instant::now();
+        let appended = self.append_locked(&mut last, event, at, anchored);
+        drop(lock);
+        let held = u64::try_from(locked.elapsed().as_micros()).unwrap_or(u64::MAX);
+        last.stats.lock_held_us = last.stats.lock_held_us.saturating_add(held);
+        last.stats.lock_held_max_us = last.stats.lock_held_max_us.max(held);
+        drop(last);
+        tracing::debug!(target: "bernstein_journal::locks", lock = "audit chain", held_us = held, "lock released");
+        let (appended, segment_path) = appended?;
+        // Whoever created the segment may have died before fsyncing its directory; every
+        // process makes the entry durable itself before its first acknowledgement.
+        ensure_entry_durable(&segment_path)
+            .map_err(|err| Error::io("sync directory", &self.dir, err))?;
+        Ok(appended)
+    }
 
+    /// The part of an append made under the chain lock.
+    fn append_locked(
+        &self,
+        last: &mut LastAppend,
+        event: &AuditEvent,
+        at: Option<Timestamp>,
+        anchored: bool,
+    ) -> Result<(AppendedRecord, PathBuf)> {
         // The clock is read only now, under the lock: see the module documentation, step 2.
         let at = at.unwrap_or_else(|| self.clock.read());
         let segment = at.segment_name();
         let segment_path = self.dir.join(&segment);
         let timestamp = at.to_record_string();
-        let (head, sealed_tear) = self.sync_for_append(&segment_path, &segment, &timestamp)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&segment_path)
+            .map_err(|err| Error::io("open", &segment_path, err))?;
+        let meta = file
+            .metadata()
+            .map_err(|err| Error::io("stat", &segment_path, err))?;
+        let identity = (meta.dev(), meta.ino(), meta.len());
+        let known_head = last.known.take().and_then(|known| {
+            if known.segment != segment || known.identity != identity {
+                return None;
+            }
+            let (at, bytes) = &known.line;
+            let mut found = vec![0u8; bytes.len()];
+            last.stats.bytes_read += bytes.len() as u64;
+            (file.read_exact_at(&mut found, *at).is_ok() && found == *bytes).then_some(known.head)
+        });
+        let (head, sealed_tear) = match known_head {
+            Some(head) => {
+                last.stats.known_heads += 1;
+                (head, None)
+            }
+            None => {
+                last.stats.tail_scans += 1;
+                let synced = self.sync_for_append(&segment_path, &segment, &timestamp)?;
+                last.stats.bytes_read += synced.2;
+                (synced.0, synced.1)
+            }
+        };
+        // A seal grew the segment: the record goes after it.
+        let size = match &sealed_tear {
+            Some(_) => file
+                .metadata()
+                .map_err(|err| Error::io("stat", &segment_path, err))?
+                .len(),
+            None => identity.2,
+        };
 
         let mut details = event.details.clone();
         if anchored {
@@ -233,21 +366,33 @@ impl AuditChain {
             &event.resource_id,
             details,
         );
-        let offset = append_bytes(&segment_path, format!("{}\n", minted.line).as_bytes())?;
-        // Whoever created the segment may have died before fsyncing its directory; every
-        // process makes the entry durable itself before its first acknowledgement.
-        ensure_entry_durable(&segment_path)
-            .map_err(|err| Error::io("sync directory", &self.dir, err))?;
-        Ok(AppendedRecord {
-            segment,
-            offset,
-            timestamp,
-            hmac: minted.hmac,
-            prev_hmac: head,
-            record: minted.record,
-            line: minted.line,
-            sealed_tear,
-        })
+        let mut bytes = Vec::with_capacity(minted.line.len() + 1);
+        bytes.extend_from_slice(minted.line.as_bytes());
+        bytes.push(b'\n');
+        // One write on the O_APPEND descriptor, fsynced; a failure truncates back to `size`
+        // (we hold the chain lock).
+        append_durably(&mut file, size, &bytes)
+            .map_err(|err| Error::io("append to", &segment_path, err))?;
+        let offset = size;
+        last.known = Some(KnownSegmentTail {
+            segment: segment.clone(),
+            identity: (identity.0, identity.1, size + bytes.len() as u64),
+            head: minted.hmac.clone(),
+            line: (offset, bytes),
+        });
+        Ok((
+            AppendedRecord {
+                segment,
+                offset,
+                timestamp,
+                hmac: minted.hmac,
+                prev_hmac: head,
+                record: minted.record,
+                line: minted.line,
+                sealed_tear,
+            },
+            segment_path,
+        ))
     }
 
     /// The head the next record chains onto, sealing a torn day-segment tail first
@@ -258,24 +403,25 @@ impl AuditChain {
         segment_path: &Path,
         segment: &str,
         timestamp: &str,
-    ) -> Result<(String, Option<SealedTear>)> {
+    ) -> Result<(String, Option<SealedTear>, u64)> {
         let state = local_tail_state(segment_path, &self.key)
             .map_err(|err| Error::io("read", segment_path, err))?;
         let Some(state) = state else {
-            return Ok((recovered_head(&self.dir, &self.key), None));
+            return Ok((recovered_head(&self.dir, &self.key), None, 0));
         };
+        let read = state.size - state.scanned_from.min(state.size);
         if state.size == 0 {
-            return Ok((recovered_head(&self.dir, &self.key), None));
+            return Ok((recovered_head(&self.dir, &self.key), None, 0));
         }
         if state.verified_prefix != state.size || !state.ends_with_newline {
             let seal = self.seal_torn_tail(segment_path, segment, timestamp, &state)?;
-            return Ok((seal.record_hmac.clone(), Some(seal)));
+            return Ok((seal.record_hmac.clone(), Some(seal), read));
         }
         let head = match state.local_head {
             Some(head) => head,
             None => recovered_head(&self.dir, &self.key),
         };
-        Ok((head, None))
+        Ok((head, None, read))
     }
 
     /// Seals a non-verifying tail with a `chain.torn_record` record (`_seal_torn_tail`). Never
@@ -629,6 +775,46 @@ mod tests {
         assert_eq!(ids, vec!["one", "two"]);
         let report = chain.verify();
         assert!(report.ok() && report.tears.is_empty(), "{report:?}");
+    }
+
+    /// An append chains onto this chain's own last record without reading the tail while the
+    /// segment is exactly as it left it; another writer's record, or its own last line
+    /// rewritten in place, sends it back to the tail scan (which seals the rewrite).
+    #[test]
+    fn the_head_comes_from_the_last_append_only_while_the_segment_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        let at = Timestamp::parse("2026-03-01T12:00:00.000000Z").unwrap();
+        let ours = AuditChain::open(&audit, key());
+        let mut previous = ours.append_at(&event("0"), at).unwrap();
+        let mut checked = 0;
+        for n in 1..20 {
+            checked += previous.line.len() as u64 + 1;
+            let record = ours.append_at(&event(&n.to_string()), at).unwrap();
+            assert_eq!(record.prev_hmac, previous.hmac);
+            previous = record;
+        }
+        let stats = ours.append_stats();
+        assert_eq!((stats.tail_scans, stats.known_heads), (1, 19), "{stats:?}");
+        // Each known head cost one read of the previous record's line, nothing more.
+        assert_eq!(stats.bytes_read, checked);
+
+        let theirs = AuditChain::open(&audit, key())
+            .append_at(&event("other"), at)
+            .unwrap();
+        let next = ours.append_at(&event("next"), at).unwrap();
+        assert_eq!(next.prev_hmac, theirs.hmac);
+        assert_eq!(ours.append_stats().tail_scans, 2);
+
+        // Our last line rewritten in place (its MAC broken, same length).
+        let path = audit.join(&next.segment);
+        let mut bytes = fs::read(&path).unwrap();
+        let flip = next.offset as usize + next.line.find("\"hmac\": \"").unwrap() + 9;
+        bytes[flip] = if bytes[flip] == b'0' { b'1' } else { b'0' };
+        fs::write(&path, &bytes).unwrap();
+        let after = ours.append_at(&event("after"), at).unwrap();
+        assert!(after.sealed_tear.is_some(), "{after:?}");
+        assert_eq!(ours.append_stats().tail_scans, 3);
     }
 
     #[test]

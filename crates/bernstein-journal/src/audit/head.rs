@@ -146,6 +146,8 @@ pub(crate) struct TailState {
     pub(crate) verified_prefix: u64,
     /// That record's `hmac`.
     pub(crate) local_head: Option<String>,
+    /// Offset of the earliest line the backwards scan looked at (what it cost).
+    pub(crate) scanned_from: u64,
 }
 
 /// Reads the tail state of `path`; `Ok(None)` when the file does not exist.
@@ -157,7 +159,9 @@ pub(crate) fn local_tail_state(path: &Path, key: &AuditKey) -> io::Result<Option
     };
     let size = lines.size();
     let ends_with_newline = lines.ends_with_newline()?;
+    let mut scanned_from = size;
     while let Some(line) = lines.next_back()? {
+        scanned_from = line.offset;
         let Some(bytes) = line.bytes.as_deref().filter(|b| !b.is_empty()) else {
             continue;
         };
@@ -178,6 +182,7 @@ pub(crate) fn local_tail_state(path: &Path, key: &AuditKey) -> io::Result<Option
             ends_with_newline,
             verified_prefix: line.offset + line.len + u64::from(line.terminated),
             local_head: Some(python_str(hmac)),
+            scanned_from,
         }));
     }
     Ok(Some(TailState {
@@ -185,5 +190,6 @@ pub(crate) fn local_tail_state(path: &Path, key: &AuditKey) -> io::Result<Option
         ends_with_newline,
         verified_prefix: 0,
         local_head: None,
+        scanned_from,
     }))
 }

@@ -114,6 +114,11 @@ struct ReadState {
 pub struct RunHeadIndex {
     dir: PathBuf,
     built: bool,
+    /// `(device, inode, mtime seconds, mtime nanoseconds)` of the audit directory when its
+    /// live segments were last listed, kept only when that mtime was already old then (see
+    /// [`RunHeadIndex::refresh`]).
+    listed: Option<(u64, u64, i64, i64)>,
+    listings: u64,
     live: HashMap<String, ReadState>,
     runs: HashMap<String, RunHeads>,
     state_head: Option<(Position, String)>,
@@ -126,6 +131,8 @@ impl RunHeadIndex {
         RunHeadIndex {
             dir: audit_dir.into(),
             built: false,
+            listed: None,
+            listings: 0,
             live: HashMap::new(),
             runs: HashMap::new(),
             state_head: None,
@@ -144,42 +151,87 @@ impl RunHeadIndex {
         self.bytes_read
     }
 
+    /// How many times this index has listed the audit directory (for tests that check a poll
+    /// lists nothing while no segment was added or removed).
+    pub fn listings(&self) -> u64 {
+        self.listings
+    }
+
     /// Catches up with the chain: reads whatever was appended since the last call, or
     /// everything when the index is new or must be rebuilt.
+    ///
+    /// The directory is listed again only when it changed: its device, inode and mtime are
+    /// compared with those of the last listing (a `stat`), and otherwise the segments already
+    /// known are checked one `stat` each. A listing is trusted this way only when the
+    /// directory's mtime was at least [`SETTLED_MTIME`] old when it was taken: a segment
+    /// created within the filesystem's timestamp granularity of the listing could leave the
+    /// mtime unchanged ("racy" timestamps), so a fresh mtime means listing again next time.
     ///
     /// # Errors
     ///
     /// The filesystem's errors listing or reading the segments (a missing audit directory is an
     /// empty chain, not an error).
     pub fn refresh(&mut self) -> io::Result<()> {
-        if !self.dir.is_dir() {
-            self.reset();
-            self.built = true;
-            return Ok(());
-        }
-        if !self.built {
+        let dir_meta = match std::fs::metadata(&self.dir) {
+            Ok(meta) if meta.is_dir() => meta,
+            _ => {
+                self.reset();
+                self.built = true;
+                return Ok(());
+            }
+        };
+        let stamp = (
+            dir_meta.dev(),
+            dir_meta.ino(),
+            dir_meta.mtime(),
+            dir_meta.mtime_nsec(),
+        );
+        if !self.built
+            || self
+                .listed
+                .is_some_and(|listed| listed.0 != stamp.0 || listed.1 != stamp.1)
+        {
+            self.listed = settled(&dir_meta).then_some(stamp);
             return self.rebuild();
         }
-        let segments = live_segments(&self.dir)?;
+        let names: Vec<(String, PathBuf)> = if self.listed == Some(stamp) {
+            let mut names: Vec<String> = self.live.keys().cloned().collect();
+            names.sort();
+            names
+                .into_iter()
+                .map(|name| {
+                    let path = self.dir.join(&name);
+                    (name, path)
+                })
+                .collect()
+        } else {
+            self.listings += 1;
+            self.listed = settled(&dir_meta).then_some(stamp);
+            live_segments(&self.dir)?
+                .into_iter()
+                .map(|segment| (segment.name, segment.path))
+                .collect()
+        };
         let mut pending = Vec::new();
-        for segment in &segments {
-            let meta = match std::fs::metadata(&segment.path) {
+        for (name, path) in names {
+            let meta = match std::fs::metadata(&path) {
                 Ok(meta) => meta,
                 Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
                 Err(err) => return Err(err),
             };
             let identity = (meta.dev(), meta.ino());
-            match self.live.get(&segment.name) {
+            match self.live.get(&name) {
                 Some(state) if state.identity != identity || meta.len() < state.read_to => {
+                    self.listed = None;
                     return self.rebuild();
                 }
                 Some(state) if meta.len() == state.read_to => {}
-                Some(state) => pending.push((segment.clone(), state.read_to)),
-                None => pending.push((segment.clone(), 0)),
+                Some(state) => pending.push((name, path, state.read_to)),
+                None => pending.push((name, path, 0)),
             }
         }
-        for (segment, from) in pending {
-            self.read_live(&segment.name, &segment.path, from)?;
+        for (name, path, from) in pending {
+            self.read_live(&name, &path, from)?;
         }
         Ok(())
     }
@@ -193,6 +245,7 @@ impl RunHeadIndex {
     fn rebuild(&mut self) -> io::Result<()> {
         self.reset();
         self.built = true;
+        self.listings += 1;
         for segment in archived_segments(&self.dir)? {
             debug_assert_eq!(segment.kind, SegmentKind::Archived);
             let (reader, _) = match open_forward(&segment) {
@@ -350,6 +403,17 @@ impl RunHeadIndex {
     }
 }
 
+/// How old a directory's mtime must be for a listing taken now to stand for it later.
+pub const SETTLED_MTIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `meta`'s mtime is at least [`SETTLED_MTIME`] in the past.
+fn settled(meta: &std::fs::Metadata) -> bool {
+    meta.modified()
+        .ok()
+        .and_then(|modified| std::time::SystemTime::now().duration_since(modified).ok())
+        .is_some_and(|age| age >= SETTLED_MTIME)
+}
+
 fn detail_str(details: &Object, key: &str) -> Option<String> {
     details.get(key).and_then(Value::as_str).map(str::to_owned)
 }
@@ -377,16 +441,23 @@ pub fn named_runs(event_type: &str, details: Option<&Object>) -> Vec<String> {
 /// The process-wide index of `audit_dir` (one per directory, created on first use).
 pub fn shared(audit_dir: &Path) -> Arc<Mutex<RunHeadIndex>> {
     static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<RunHeadIndex>>>>> = OnceLock::new();
-    let key = std::fs::canonicalize(audit_dir).unwrap_or_else(|_| audit_dir.to_path_buf());
     let mut registry = REGISTRY
         .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    Arc::clone(
+    // The path as spelled is looked up first, so a poll resolves nothing; a new spelling is
+    // canonicalized once and shares the index of the directory it names.
+    if let Some(index) = registry.get(audit_dir) {
+        return Arc::clone(index);
+    }
+    let key = std::fs::canonicalize(audit_dir).unwrap_or_else(|_| audit_dir.to_path_buf());
+    let index = Arc::clone(
         registry
             .entry(key)
             .or_insert_with(|| Arc::new(Mutex::new(RunHeadIndex::new(audit_dir)))),
-    )
+    );
+    registry.insert(audit_dir.to_path_buf(), Arc::clone(&index));
+    index
 }
 
 /// The run head of `run_id` in `audit_dir` through the shared index.
@@ -430,6 +501,35 @@ mod tests {
 
     fn at(day: i64, n: i64) -> Timestamp {
         Timestamp::from_unix_micros((1_796_000_000 + day * 86_400 + n) * 1_000_000).unwrap()
+    }
+
+    /// A poll stats the directory and the segments it knows; it lists the directory again
+    /// only when that changed (a segment added), and never trusts a listing taken while the
+    /// directory's mtime was fresh.
+    #[test]
+    fn polls_list_the_directory_only_when_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        let chain = chain(&audit);
+        let named = |n: i64| Object::new().with("run_id", "r").with("n", n);
+        chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        let mut index = RunHeadIndex::new(&audit);
+        index.refresh().unwrap();
+        // Fresh mtime: the next poll lists again.
+        index.refresh().unwrap();
+        assert_eq!(index.listings(), 2);
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        File::open(&audit).unwrap().set_modified(old).unwrap();
+        index.refresh().unwrap();
+        assert_eq!(index.listings(), 3);
+        let second = chain.append_at(&event("e", named(1)), at(0, 1)).unwrap();
+        assert_eq!(index.run_head("r").unwrap(), second.hmac);
+        assert_eq!(index.run_head("r").unwrap(), second.hmac);
+        assert_eq!(index.listings(), 3, "nothing was added to the directory");
+        // A new day's segment changes the directory: it is listed and read.
+        let third = chain.append_at(&event("e", named(2)), at(1, 0)).unwrap();
+        assert_eq!(index.run_head("r").unwrap(), third.hmac);
+        assert_eq!(index.listings(), 4);
     }
 
     #[test]

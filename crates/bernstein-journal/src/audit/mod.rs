@@ -26,7 +26,7 @@ mod segments;
 mod verify;
 mod verify_parallel;
 
-pub use append::{AppendedRecord, AuditChain, AuditClock, AuditEvent, SealedTear};
+pub use append::{AppendStats, AppendedRecord, AuditChain, AuditClock, AuditEvent, SealedTear};
 pub use clock::Timestamp;
 pub use head::{keyless_newest_segment_head, recovered_head};
 pub use record::{
@@ -34,7 +34,7 @@ pub use record::{
     expected_hmac, python_repr, python_str,
 };
 pub use report::{Finding, FindingKind, Tear, TearClass, VerifyProgress, VerifyReport};
-pub use search::newest_record_where;
+pub use search::{newest_record_in_segment_where, newest_record_where};
 pub use segments::{ARCHIVE_DIR, ARCHIVED_SUFFIX, LIVE_SUFFIX, MAX_LINE_BYTES};
 pub use verify::{
     VerifiedRecord, VerifiedRecords, verified_records, verify, verify_sequential,

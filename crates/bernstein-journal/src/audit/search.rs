@@ -80,6 +80,42 @@ pub fn newest_record_where(
     Ok(None)
 }
 
+/// The newest locally MAC-valid record of the one live segment at `segment` for which `wanted`
+/// is true, read backwards, or `None` when the segment does not exist or holds none. No
+/// directory is listed: a caller that expects its answer near the end of the current segment
+/// (a record written a moment ago by another process) asks here first, and asks
+/// [`newest_record_where`] only when this cannot answer.
+///
+/// # Errors
+///
+/// The segment exists but cannot be read.
+pub fn newest_record_in_segment_where(
+    segment: &Path,
+    key: &AuditKey,
+    wanted: &dyn Fn(&Object) -> bool,
+) -> io::Result<Option<Object>> {
+    let mut lines = match ReverseLines::open(segment) {
+        Ok(lines) => lines,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    while let Some(line) = lines.next_back()? {
+        let Some(bytes) = line.bytes.as_deref().filter(|b| !b.is_empty()) else {
+            continue;
+        };
+        let Ok(parsed) = parse_record_line(bytes, false) else {
+            continue;
+        };
+        let Ok(scheme) = Scheme::of_record(&parsed.record) else {
+            continue;
+        };
+        if is_locally_valid(key, &parsed, scheme) && wanted(&parsed.record) {
+            return Ok(Some(parsed.record));
+        }
+    }
+    Ok(None)
+}
+
 /// The last line of a forward stream for which `candidate` returns a record.
 fn last_match_forward(
     reader: Box<dyn io::BufRead + Send>,

@@ -29,13 +29,13 @@ pub use hashing::{
     payload_preimage_object,
 };
 pub use paths::{
-    JOURNAL_FILENAME, MAX_RUN_ID_LEN, journal_barrier_message, run_journal_path, runs_dir,
-    task_run_id, validate_run_id,
+    JOURNAL_FILENAME, MAX_RUN_ID_LEN, canonicalize_cheaply, journal_barrier_message,
+    run_journal_path, runs_dir, task_run_id, validate_run_id,
 };
 pub use python::python_str_repr;
 pub use reader::{LoadedJournal, load_journal, parse_journal_bytes};
 pub use verify::{JournalVerification, journal_head, verify_journal, verify_loaded, verify_rows};
-pub use writer::{AppendedRow, Clock, JournalSummary, JournalWriter, SystemClock};
+pub use writer::{AppendedRow, CatchUpStats, Clock, JournalSummary, JournalWriter, SystemClock};
 
 pub(crate) use paths::contained_path;
 pub(crate) use python::{PyException, python_float_check, python_int_check, python_strip};

@@ -123,27 +123,127 @@ pub(crate) fn contained_path(
     segments: &[&str],
 ) -> Result<PathBuf> {
     let display: PathBuf = segments.iter().collect();
+    let key = (project_root.to_path_buf(), base.to_path_buf(), display);
+    if let Some(candidate) = resolved_cache().check(&key) {
+        return Ok(candidate);
+    }
+    let display = key.2.clone();
+    let candidate = resolve_contained(project_root, base, &display)?;
+    resolved_cache().remember(key, &candidate);
+    Ok(candidate)
+}
+
+/// Containment checks that passed, per `(project root, base, segments)`, with the path they
+/// resolved to. Resolving walks every component of three paths (about fifteen `lstat`s for a
+/// run journal); a remembered answer is revalidated with one `openat2(O_PATH,
+/// RESOLVE_NO_SYMLINKS)` of the resolved path instead, which succeeds only while every
+/// component of it exists and none is a symlink, that is while resolving again would give the
+/// same path. Anything else (a component swapped for a symlink, a directory removed, a kernel
+/// without `openat2`) forgets the answer and resolves again, so a symlink planted later is still
+/// refused. Paths that do not exist yet are not remembered.
+struct ResolvedCache {
+    entries: std::sync::Mutex<std::collections::HashMap<(PathBuf, PathBuf, PathBuf), PathBuf>>,
+}
+
+/// More distinct paths than this and the cache starts over (bounded memory).
+const MAX_REMEMBERED_PATHS: usize = 4096;
+
+fn resolved_cache() -> &'static ResolvedCache {
+    static CACHE: std::sync::OnceLock<ResolvedCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| ResolvedCache {
+        entries: std::sync::Mutex::new(std::collections::HashMap::new()),
+    })
+}
+
+impl ResolvedCache {
+    fn check(&self, key: &(PathBuf, PathBuf, PathBuf)) -> Option<PathBuf> {
+        let candidate = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .cloned()?;
+        if resolves_to_itself(&candidate) {
+            return Some(candidate);
+        }
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        None
+    }
+
+    fn remember(&self, key: (PathBuf, PathBuf, PathBuf), candidate: &Path) {
+        if !resolves_to_itself(candidate) {
+            return;
+        }
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= MAX_REMEMBERED_PATHS {
+            entries.clear();
+        }
+        entries.insert(key, candidate.to_path_buf());
+    }
+}
+
+/// Whether `path` (absolute) exists with no symlink anywhere in it: one `openat2` with
+/// `RESOLVE_NO_SYMLINKS`, the descriptor (`O_PATH`, which opens nothing for reading and never
+/// blocks on a FIFO) closed at once.
+pub(crate) fn resolves_to_itself(path: &Path) -> bool {
+    use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
+    path.is_absolute()
+        && openat2(
+            rustix::fs::CWD,
+            path,
+            OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .is_ok()
+}
+
+/// `std::fs::canonicalize`, answered with one `openat2` when `path` is absolute, has no `..`
+/// and no component of it is a symlink (then it is its own canonical form, minus `.` and
+/// repeated or trailing slashes); otherwise the full resolution (a `readlink` per component).
+///
+/// # Errors
+///
+/// As `std::fs::canonicalize`: the path does not exist, or cannot be resolved.
+pub fn canonicalize_cheaply(path: &Path) -> std::io::Result<PathBuf> {
+    if path.is_absolute() && !path.components().any(|c| c == Component::ParentDir) {
+        let normal: PathBuf = path.components().collect();
+        if resolves_to_itself(&normal) {
+            return Ok(normal);
+        }
+    }
+    std::fs::canonicalize(path)
+}
+
+/// The uncached containment check behind [`contained_path`].
+fn resolve_contained(project_root: &Path, base: &Path, display: &Path) -> Result<PathBuf> {
     let root_real = realpath(project_root);
     let base_real = realpath(base);
     if !base_real.starts_with(&root_real) {
         return Err(Error::Containment {
-            path: base.join(&display),
+            path: base.join(display),
             reason: format!(
                 "{} resolves outside the project root",
                 base.strip_prefix(project_root).unwrap_or(base).display()
             ),
         });
     }
-    let candidate = realpath(&base_real.join(&display));
+    let candidate = realpath(&base_real.join(display));
     if candidate == base_real || !candidate.starts_with(&base_real) {
         return Err(Error::Containment {
-            path: base.join(&display),
+            path: base.join(display),
             reason: format!("{} resolves outside its base directory", display.display()),
         });
     }
     if candidate.as_os_str().len() > MAX_PATH_BYTES {
         return Err(Error::Containment {
-            path: base.join(&display),
+            path: base.join(display),
             reason: format!("the resolved path is longer than {MAX_PATH_BYTES} bytes"),
         });
     }

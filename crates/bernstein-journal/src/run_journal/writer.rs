@@ -33,7 +33,7 @@
 //! stored profile of an existing journal wins over the profile the writer was opened with.
 
 use super::hashing::{HashProfile, event_hash, is_excluded_field, payload_hash};
-use super::paths::{run_journal_path, validate_run_id};
+use super::paths::{realpath, run_journal_path, validate_run_id};
 use super::python::python_round3;
 use super::reader::scan;
 use super::verify::{detect_hash_profile, row_str, verify_rows};
@@ -42,10 +42,12 @@ use crate::durable::{
 };
 use crate::{Error, Result};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// A source of wall-clock readings, in float Unix seconds (Python's `time.time()`).
@@ -91,14 +93,68 @@ pub struct AppendedRow {
     pub line: String,
 }
 
-/// The chain position at the end of the file, as last seen by this writer.
+/// What this writer knows about the journal, as of one file state: the chain position at the
+/// end of the file and the rows per event type.
 #[derive(Debug, Clone)]
-struct Tail {
-    /// `(st_dev, st_ino, st_size)` of the file right after our own append.
+struct Known {
+    /// `(st_dev, st_ino, st_size)` of the file as last read or written.
     identity: (u64, u64, u64),
     next_index: u64,
     head: String,
     profile: HashProfile,
+    /// The end of the file as last seen (offset and bytes, from just after the last `\n` before
+    /// the final byte): before reading only what other writers appended, the writer checks
+    /// these bytes are still where they were, so a prefix rewritten or truncated behind its
+    /// back is re-read in full instead of being built on. `None` for an empty file.
+    last_line: Option<(u64, Vec<u8>)>,
+    by_event: HashMap<String, u64>,
+    /// The last row of each event type, as read or written.
+    last_by_event: HashMap<String, Object>,
+}
+
+/// How much reading a writer's catch-ups did, since it was opened. Public so that tests and
+/// benchmarks can show that catching up on other processes' appends reads only the new bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatchUpStats {
+    /// Journal bytes read to catch up: whole files on a full read, otherwise the check of the
+    /// known last line plus the bytes appended since.
+    pub bytes_read: u64,
+    /// Catch-ups that read the whole journal (the first one, and every one whose check failed).
+    pub full_reads: u64,
+    /// Catch-ups that found bytes appended by another writer and read only those.
+    pub incremental_reads: u64,
+    /// Full reads forced because the file this writer knew was replaced, shrank, or no longer
+    /// holds its known last line (rewritten behind its back).
+    pub prefix_changes: u64,
+    /// Appends made (each holds the journal's lock once).
+    pub lock_holds: u64,
+    /// Total time the journal's lock was held by this writer, in microseconds (everything
+    /// between `flock` and the descriptor's close: catch-up, write, fsync and, for
+    /// [`JournalWriter::append_counted_then`], its `then`).
+    pub lock_held_us: u64,
+    /// The longest single hold, in microseconds.
+    pub lock_held_max_us: u64,
+}
+
+impl CatchUpStats {
+    fn held(&mut self, since: std::time::Instant, path: &Path) {
+        let held = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.lock_holds += 1;
+        self.lock_held_us = self.lock_held_us.saturating_add(held);
+        self.lock_held_max_us = self.lock_held_max_us.max(held);
+        tracing::debug!(target: "bernstein_journal::locks", lock = "run journal", path = %path.display(), held_us = held, "lock released");
+    }
+}
+
+/// A directory handle on the resolved project root and the journal path below it, from a
+/// containment check that passed: the journal is reopened through it with `openat2`
+/// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), one syscall that fails if any component has since
+/// become a symlink or the file is gone, instead of resolving the path again on every append.
+#[derive(Debug)]
+struct ResolvedJournal {
+    root: OwnedFd,
+    relative: PathBuf,
+    resolved: PathBuf,
 }
 
 /// An appender for one run's journal.
@@ -109,19 +165,9 @@ pub struct JournalWriter<C: Clock = SystemClock> {
     new_journal_profile: HashProfile,
     clock: C,
     start_ts: f64,
-    tail: Option<Tail>,
-    /// Rows per event type, valid for the file state `tail` describes (same identity).
-    counts: Option<EventCounts>,
-}
-
-/// How many rows of each event type a journal holds, as of one file state.
-#[derive(Debug, Clone, Default)]
-struct EventCounts {
-    identity: (u64, u64, u64),
-    by_event: HashMap<String, u64>,
-    /// The last row of each event type, as read or written.
-    last_by_event: HashMap<String, Object>,
-    rows: u64,
+    known: Option<Known>,
+    resolved: Option<ResolvedJournal>,
+    stats: CatchUpStats,
 }
 
 /// What [`JournalWriter::append_counted`] tells its payload builder about the journal: the
@@ -192,8 +238,9 @@ impl<C: Clock> JournalWriter<C> {
             new_journal_profile,
             clock,
             start_ts,
-            tail: None,
-            counts: None,
+            known: None,
+            resolved: None,
+            stats: CatchUpStats::default(),
         })
     }
 
@@ -227,8 +274,21 @@ impl<C: Clock> JournalWriter<C> {
     pub fn append(&mut self, event: &str, payload: &Object) -> Result<AppendedRow> {
         check_payload_keys(payload)?;
         let (mut file, path) = self.open_locked()?;
+        let locked = std::time::Instant::now();
         // Closing the descriptor (when `file` drops) releases the lock.
-        self.append_locked(&mut file, &path, event, payload)
+        let written = self.catch_up(&mut file, &path).and_then(|mut known| {
+            let row = self.write_row(&mut file, &path, &mut known, event, payload)?;
+            self.known = Some(known);
+            Ok(row)
+        });
+        drop(file);
+        self.stats.held(locked, &path);
+        written
+    }
+
+    /// How much reading this writer's catch-ups have done so far.
+    pub fn catch_up_stats(&self) -> CatchUpStats {
+        self.stats
     }
 
     /// Appends one event whose payload is built from what the journal holds (its row count per
@@ -238,8 +298,9 @@ impl<C: Clock> JournalWriter<C> {
     ///
     /// `build` returns the payload, or `None` to append nothing (the call then returns
     /// `Ok(None)`; the journal file may have been created empty). The counts are kept between
-    /// calls and the journal is re-read only when another writer changed the file since this
-    /// writer's last append, so a long-lived writer appends in constant time.
+    /// calls; when another writer appended meanwhile, only its rows are read (after checking
+    /// that the end of the file this writer knew is still in place), so a long-lived writer
+    /// appends in constant time whatever the journal's length.
     ///
     /// # Errors
     ///
@@ -271,64 +332,54 @@ impl<C: Clock> JournalWriter<C> {
         F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
         G: FnOnce(&AppendedRow) -> Result<T>,
     {
-        let (mut file, path) = self.open_locked()?;
-        let identity = file_identity(&file, &path)?;
-        let cached = match (&self.tail, &self.counts) {
-            (Some(tail), Some(counts))
-                if tail.identity == identity && counts.identity == identity =>
-            {
-                Some((tail.clone(), counts.clone()))
-            }
-            _ => None,
-        };
-        let (tail, mut counts) = match cached {
-            Some(cached) => cached,
-            None => {
-                let (tail, rows) = self.read_rows(&mut file, &path, identity)?;
-                // The file may have lost a torn tail: the identity is the tail's now.
-                let identity = tail.identity;
-                let mut counts = EventCounts {
-                    identity,
-                    by_event: HashMap::new(),
-                    last_by_event: HashMap::new(),
-                    rows: 0,
-                };
-                let mut last_at: HashMap<&str, usize> = HashMap::new();
-                for (at, row) in rows.iter().enumerate() {
-                    counts.rows += 1;
-                    if let Some(name) = row.get("event").and_then(Value::as_str) {
-                        *counts.by_event.entry(name.to_owned()).or_insert(0) += 1;
-                        last_at.insert(name, at);
-                    }
-                }
-                for (name, at) in last_at {
-                    counts
-                        .last_by_event
-                        .insert(name.to_owned(), rows[at].clone());
-                }
-                (tail, counts)
-            }
-        };
+        let (file, path) = self.open_locked()?;
+        let locked = std::time::Instant::now();
+        let mut file = file;
+        let appended = self.append_counted_locked(&mut file, &path, event, build, then);
+        drop(file);
+        self.stats.held(locked, &path);
+        appended
+    }
+
+    /// [`JournalWriter::append_counted_then`] with the journal open and locked.
+    fn append_counted_locked<F, G, T>(
+        &mut self,
+        file: &mut File,
+        path: &Path,
+        event: &str,
+        build: F,
+        then: G,
+    ) -> Result<Option<(AppendedRow, T)>>
+    where
+        F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
+        G: FnOnce(&AppendedRow) -> Result<T>,
+    {
+        let mut known = self.catch_up(file, path)?;
         let summary = JournalSummary {
-            rows: counts.rows,
-            by_event: &counts.by_event,
-            last_by_event: &counts.last_by_event,
+            rows: known.next_index,
+            by_event: &known.by_event,
+            last_by_event: &known.last_by_event,
         };
-        let Some(payload) = build(&summary) else {
-            return Ok(None);
+        let payload = match build(&summary) {
+            Some(payload) => payload,
+            None => {
+                self.known = Some(known);
+                return Ok(None);
+            }
         };
-        check_payload_keys(&payload)?;
-        counts.identity = tail.identity;
-        self.counts = Some(counts);
-        let size_before = tail.identity.2;
-        // `write_row` advances the counts with the row it writes.
-        let row = self.write_row(&mut file, &path, tail, event, &payload)?;
+        if let Err(err) = check_payload_keys(&payload) {
+            self.known = Some(known);
+            return Err(err);
+        }
+        let size_before = known.identity.2;
+        let row = self.write_row(file, path, &mut known, event, &payload)?;
         match then(&row) {
-            Ok(value) => Ok(Some((row, value))),
+            Ok(value) => {
+                self.known = Some(known);
+                Ok(Some((row, value)))
+            }
             Err(err) => {
-                // The cached tail and counts describe the row being taken back; forget them.
-                self.tail = None;
-                self.counts = None;
+                // `known` describes the row being taken back; the next append reads again.
                 if let Err(rollback) = file.set_len(size_before).and_then(|()| file.sync_all()) {
                     tracing::error!(
                         path = %path.display(),
@@ -344,7 +395,30 @@ impl<C: Clock> JournalWriter<C> {
 
     /// Creates the run directory and journal file when needed, and returns the file opened for
     /// appending with its exclusive lock held.
-    fn open_locked(&self) -> Result<(File, PathBuf)> {
+    ///
+    /// After the first append the path is not resolved again: the journal is reopened below a
+    /// handle on the resolved project root with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`,
+    /// which refuses any symlink on the way (the resolved path has none) and any escape from
+    /// the root. When that fails for any reason (a component swapped for a symlink, the file
+    /// or a directory removed, a kernel without `openat2`), the full containment check runs
+    /// again, so a symlink planted later is still refused.
+    fn open_locked(&mut self) -> Result<(File, PathBuf)> {
+        if let Some(resolved) = &self.resolved {
+            let opened = rustix::fs::openat2(
+                &resolved.root,
+                &resolved.relative,
+                OFlags::RDWR | OFlags::APPEND | OFlags::CLOEXEC | OFlags::NONBLOCK,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            );
+            if let Ok(fd) = opened {
+                let file = File::from(fd);
+                let path = resolved.resolved.clone();
+                file.lock().map_err(|err| Error::io("lock", &path, err))?;
+                return Ok((file, path));
+            }
+            self.resolved = None;
+        }
         let checked = self.path()?;
         let run_dir =
             checked
@@ -368,57 +442,135 @@ impl<C: Clock> JournalWriter<C> {
         // own directory fsync, so this does not depend on who created the file.
         ensure_entry_durable(&path).map_err(|err| Error::io("fsync", &run_dir, err))?;
         file.lock().map_err(|err| Error::io("lock", &path, err))?;
+        self.resolved = resolve_below_root(&self.project_root, &path);
         Ok((file, path))
     }
 
-    fn append_locked(
-        &mut self,
-        file: &mut File,
-        path: &Path,
-        event: &str,
-        payload: &Object,
-    ) -> Result<AppendedRow> {
+    /// Brings what this writer knows in step with the file it holds locked: reads only the
+    /// bytes appended since its last look when the end of the file it knew is still in place,
+    /// and the whole journal otherwise (first use, file replaced or shrunk, known last line
+    /// rewritten, or appended bytes that do not extend the chain soundly, so that any fault
+    /// is reported by the full read at the row where it is).
+    fn catch_up(&mut self, file: &mut File, path: &Path) -> Result<Known> {
         let identity = file_identity(file, path)?;
-        let tail = match &self.tail {
-            Some(tail) if tail.identity == identity => tail.clone(),
-            _ => self.read_rows(file, path, identity)?.0,
-        };
-        self.write_row(file, path, tail, event, payload)
+        if let Some(known) = self.known.take() {
+            let extended = self
+                .extend_known(file, known, identity)
+                .map_err(|err| Error::io("read", path, err))?;
+            if let Some(known) = extended {
+                return Ok(known);
+            }
+        }
+        self.read_all(file, path, identity)
     }
 
-    /// Hashes and writes one row after `tail` (whose identity is the file's now), fsyncs it,
-    /// and remembers the new tail.
+    /// The incremental half of [`JournalWriter::catch_up`]: `Ok(None)` when a full read is
+    /// needed.
+    fn extend_known(
+        &mut self,
+        file: &File,
+        mut known: Known,
+        identity: (u64, u64, u64),
+    ) -> std::io::Result<Option<Known>> {
+        let (dev, ino, size) = identity;
+        let (known_dev, known_ino, known_size) = known.identity;
+        if (dev, ino) != (known_dev, known_ino) || size < known_size {
+            self.stats.prefix_changes += 1;
+            return Ok(None);
+        }
+        match &known.last_line {
+            Some((at, bytes)) => {
+                let mut found = vec![0u8; bytes.len()];
+                self.stats.bytes_read += bytes.len() as u64;
+                if file.read_exact_at(&mut found, *at).is_err() || found != *bytes {
+                    self.stats.prefix_changes += 1;
+                    return Ok(None);
+                }
+            }
+            None if known_size != 0 => return Ok(None),
+            None => {}
+        }
+        if size == known_size {
+            return Ok(Some(known));
+        }
+        let Ok(length) = usize::try_from(size - known_size) else {
+            return Ok(None);
+        };
+        let mut appended = vec![0u8; length];
+        file.read_exact_at(&mut appended, known_size)?;
+        self.stats.bytes_read += appended.len() as u64;
+        let scanned = scan(appended.as_slice())?;
+        if !scanned.ends_on_line_boundary || !scanned.loaded.discarded_lines.is_empty() {
+            // A torn tail to cut, or a line to report: the full read does both.
+            return Ok(None);
+        }
+        for row in scanned.loaded.rows {
+            let event = row_str(&row, "event");
+            let expected = payload_hash(known.profile, &event, &row)
+                .map(|p_hash| {
+                    event_hash(
+                        known.profile,
+                        &known.head,
+                        &event,
+                        &p_hash,
+                        known.next_index,
+                    )
+                })
+                .unwrap_or_default();
+            if row_str(&row, "prev_hash") != known.head || row_str(&row, "event_hash") != expected {
+                return Ok(None);
+            }
+            known.head = expected;
+            known.next_index += 1;
+            *known.by_event.entry(event.clone()).or_insert(0) += 1;
+            known.last_by_event.insert(event, row);
+        }
+        let window_start = appended[..appended.len() - 1]
+            .iter()
+            .rposition(|&byte| byte == b'\n')
+            .map_or(0, |at| at + 1);
+        known.last_line = Some((
+            known_size + window_start as u64,
+            appended[window_start..].to_vec(),
+        ));
+        known.identity = identity;
+        self.stats.incremental_reads += 1;
+        Ok(Some(known))
+    }
+
+    /// Hashes and writes one row after `known` (whose identity is the file's now), fsyncs it,
+    /// and advances `known` past it.
     fn write_row(
         &mut self,
         file: &mut File,
         path: &Path,
-        tail: Tail,
+        known: &mut Known,
         event: &str,
         payload: &Object,
     ) -> Result<AppendedRow> {
         let mut hashed = Object::new();
-        if tail.profile != HashProfile::PyJsonV1 {
-            hashed.insert("hash_profile", tail.profile.as_str());
+        if known.profile != HashProfile::PyJsonV1 {
+            hashed.insert("hash_profile", known.profile.as_str());
         }
         for (key, value) in payload.iter() {
             hashed.insert(key, value.clone());
         }
-        let p_hash = payload_hash(tail.profile, event, &hashed)
+        let p_hash = payload_hash(known.profile, event, &hashed)
             .map_err(|err| Error::Encode(err.to_string()))?;
-        let e_hash = event_hash(tail.profile, &tail.head, event, &p_hash, tail.next_index);
+        let e_hash = event_hash(known.profile, &known.head, event, &p_hash, known.next_index);
 
         let ts = self.clock.now_unix_seconds();
         let elapsed = python_round3(self.clock.now_unix_seconds() - self.start_ts);
         let mut row = Object::new()
             .with("ts", ts)
             .with("elapsed_s", elapsed)
-            .with("index", tail.next_index)
+            .with("index", known.next_index)
             .with("event", event)
-            .with("prev_hash", tail.head.as_str())
+            .with("prev_hash", known.head.as_str())
             .with("payload_hash", p_hash.as_str())
             .with("event_hash", e_hash.as_str());
-        if tail.profile != HashProfile::PyJsonV1 {
-            row.insert("hash_profile", tail.profile.as_str());
+        if known.profile != HashProfile::PyJsonV1 {
+            row.insert("hash_profile", known.profile.as_str());
         }
         for (key, value) in payload.iter() {
             row.insert(key, value.clone());
@@ -427,52 +579,43 @@ impl<C: Clock> JournalWriter<C> {
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
-        let identity = tail.identity;
-        let (dev, ino, size) = identity;
+        let (dev, ino, size) = known.identity;
         // One write(2) on an O_APPEND descriptor; `write_all` only loops on a short write. A
         // failure takes the row back (we hold the lock, so the bytes past `size` are ours).
         append_durably(file, size, &bytes).map_err(|err| Error::io("append to", path, err))?;
 
         let written = bytes.len() as u64;
-        // Counts that described the file before this row describe it after, plus this row.
-        match &mut self.counts {
-            Some(counts) if counts.identity == identity => {
-                counts.identity = (dev, ino, size + written);
-                counts.rows += 1;
-                *counts.by_event.entry(event.to_owned()).or_insert(0) += 1;
-                counts.last_by_event.insert(event.to_owned(), row);
-            }
-            _ => self.counts = None,
-        }
-        self.tail = Some(Tail {
-            identity: (dev, ino, size + written),
-            next_index: tail.next_index + 1,
-            head: e_hash.clone(),
-            profile: tail.profile,
-        });
-        Ok(AppendedRow {
-            index: tail.next_index,
-            prev_hash: tail.head,
+        let appended = AppendedRow {
+            index: known.next_index,
+            prev_hash: std::mem::replace(&mut known.head, e_hash.clone()),
             payload_hash: p_hash,
             event_hash: e_hash,
-            hash_profile: tail.profile,
+            hash_profile: known.profile,
             line,
-        })
+        };
+        known.identity = (dev, ino, size + written);
+        known.next_index += 1;
+        *known.by_event.entry(event.to_owned()).or_insert(0) += 1;
+        known.last_by_event.insert(event.to_owned(), row);
+        known.last_line = Some((size, bytes));
+        Ok(appended)
     }
 
-    /// Re-reads the whole journal under the lock and derives the chain tail, refusing a journal
-    /// that cannot be extended soundly. A torn tail is recorded and cut first, and the returned
-    /// tail carries the file's identity after the cut. Returns the rows read as well.
-    fn read_rows(
-        &self,
+    /// Re-reads the whole journal under the lock and derives what this writer knows of it,
+    /// refusing a journal that cannot be extended soundly. A torn tail is recorded and cut
+    /// first, and the result carries the file's identity after the cut.
+    fn read_all(
+        &mut self,
         file: &mut File,
         path: &Path,
         mut identity: (u64, u64, u64),
-    ) -> Result<(Tail, Vec<Object>)> {
+    ) -> Result<Known> {
         let unusable = |reason: String| Error::JournalUnusable {
             path: path.to_path_buf(),
             reason,
         };
+        self.stats.full_reads += 1;
+        self.stats.bytes_read += identity.2;
         file.seek(SeekFrom::Start(0))
             .map_err(|err| Error::io("read", path, err))?;
         let mut scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
@@ -480,6 +623,7 @@ impl<C: Clock> JournalWriter<C> {
             && recover_torn_tail(&self.project_root, file, path)?.is_some()
         {
             identity = file_identity(file, path)?;
+            self.stats.bytes_read += identity.2;
             file.seek(SeekFrom::Start(0))
                 .map_err(|err| Error::io("read", path, err))?;
             scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
@@ -489,7 +633,7 @@ impl<C: Clock> JournalWriter<C> {
                 "the last row is torn (no trailing newline); repair the tail first".to_owned(),
             ));
         }
-        let rows = &scanned.loaded.rows;
+        let rows = scanned.loaded.rows;
         if !scanned.loaded.discarded_lines.is_empty() {
             let joined: Vec<String> = scanned
                 .loaded
@@ -505,17 +649,19 @@ impl<C: Clock> JournalWriter<C> {
         let profile = if rows.is_empty() {
             self.new_journal_profile
         } else {
-            detect_hash_profile(rows)
+            detect_hash_profile(&rows)
                 .map_err(|name| unusable(format!("unknown hash_profile {name:?}")))?
         };
-        let verification = verify_rows(rows);
+        let verification = verify_rows(&rows);
         if !verification.chain_consistent {
             return Err(unusable(format!(
                 "the existing chain does not verify: {}",
                 verification.errors.join("; ")
             )));
         }
-        let tail = Tail {
+        let last_line =
+            last_line_window(file, identity.2).map_err(|err| Error::io("read", path, err))?;
+        let mut known = Known {
             identity,
             next_index: rows.len() as u64,
             head: rows
@@ -523,9 +669,69 @@ impl<C: Clock> JournalWriter<C> {
                 .map(|row| row_str(row, "event_hash"))
                 .unwrap_or_default(),
             profile,
+            last_line,
+            by_event: HashMap::new(),
+            last_by_event: HashMap::new(),
         };
-        Ok((tail, scanned.loaded.rows))
+        for row in rows {
+            if let Some(name) = row.get("event").and_then(Value::as_str) {
+                let name = name.to_owned();
+                *known.by_event.entry(name.clone()).or_insert(0) += 1;
+                known.last_by_event.insert(name, row);
+            }
+        }
+        Ok(known)
     }
+}
+
+/// The end of a file of `size` bytes that a writer checks before trusting what it knows: from
+/// just after the last `\n` before the final byte (or the start of the file) to the end.
+fn last_line_window(file: &File, size: u64) -> std::io::Result<Option<(u64, Vec<u8>)>> {
+    if size == 0 {
+        return Ok(None);
+    }
+    let mut start = size;
+    let mut window: Vec<u8> = Vec::new();
+    loop {
+        let step = start.min(4096);
+        let from = start - step;
+        let mut part = vec![0u8; step as usize];
+        file.read_exact_at(&mut part, from)?;
+        part.extend_from_slice(&window);
+        window = part;
+        start = from;
+        if let Some(at) = window[..window.len() - 1]
+            .iter()
+            .rposition(|&byte| byte == b'\n')
+        {
+            return Ok(Some((start + at as u64 + 1, window[at + 1..].to_vec())));
+        }
+        if start == 0 {
+            return Ok(Some((0, window)));
+        }
+    }
+}
+
+/// The handle [`JournalWriter::open_locked`] reopens the journal through, for the journal at
+/// `resolved` (a containment-checked path); `None` when the project root cannot be opened or
+/// does not hold the path, and the full check then runs on every append.
+fn resolve_below_root(project_root: &Path, resolved: &Path) -> Option<ResolvedJournal> {
+    let root_real = realpath(project_root);
+    let relative = resolved.strip_prefix(&root_real).ok()?.to_path_buf();
+    if relative.as_os_str().is_empty() {
+        return None;
+    }
+    let root = rustix::fs::open(
+        &root_real,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    Some(ResolvedJournal {
+        root,
+        relative,
+        resolved: resolved.to_path_buf(),
+    })
 }
 
 /// Refuses a payload key that collides with the row envelope.
@@ -771,6 +977,145 @@ mod tests {
             .collect();
         assert_eq!(events, vec!["a", "b"]);
         assert!(verify_journal(&writer.path().unwrap()).unwrap().ok());
+    }
+
+    /// Another process's appends are read by themselves: the catch-up reads the known last
+    /// line (to check it is still in place) and the new rows, not the journal.
+    #[test]
+    fn catching_up_reads_only_what_other_writers_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let mut second = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let count = |seen: &JournalSummary<'_>| Some(Object::new().with("n", seen.rows()));
+        let mut last = None;
+        for _ in 0..300 {
+            last = first.append_counted("call", count).unwrap();
+        }
+        let own_last = last.unwrap().line.len() as u64 + 1;
+        let theirs = second.append_counted("call", count).unwrap().unwrap();
+        assert_eq!(theirs.index, 300);
+        let before = first.catch_up_stats();
+        let mine = first.append_counted("call", count).unwrap().unwrap();
+        assert_eq!(
+            (mine.index, mine.prev_hash.as_str()),
+            (301, theirs.event_hash.as_str())
+        );
+        assert!(mine.line.ends_with("\"n\": 301}"), "{}", mine.line);
+        let after = first.catch_up_stats();
+        assert_eq!(after.incremental_reads - before.incremental_reads, 1);
+        assert_eq!(after.full_reads, before.full_reads);
+        assert_eq!(
+            after.bytes_read - before.bytes_read,
+            own_last + theirs.line.len() as u64 + 1,
+            "{after:?}"
+        );
+        // Its own appends in between read nothing but the check of its own last line.
+        let quiet = first.catch_up_stats();
+        first.append("other", &Object::new()).unwrap();
+        assert_eq!(
+            first.catch_up_stats().bytes_read - quiet.bytes_read,
+            mine.line.len() as u64 + 1
+        );
+        let report = verify_journal(&first.path().unwrap()).unwrap();
+        assert!(report.ok() && report.count == 303, "{report:?}");
+    }
+
+    /// A journal truncated and regrown, or whose last line was rewritten, while a writer held
+    /// its offset is read again in full: the writer never builds on what it can no longer see,
+    /// and a rewrite that breaks the chain refuses the append naming the row.
+    #[test]
+    fn a_prefix_changed_behind_our_back_is_read_again_in_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        for n in 0..4 {
+            writer.append("e", &Object::new().with("n", n)).unwrap();
+        }
+        let path = writer.path().unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        let first_two: usize = whole
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(1)
+            .unwrap()
+            .0
+            + 1;
+        // Another process truncates to two rows and a third writer appends three new ones, so
+        // the file is longer than before and the offset we held falls inside a new row.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(first_two as u64)
+            .unwrap();
+        let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        for n in 0..3 {
+            other
+                .append(
+                    "x",
+                    &Object::new().with("long", "y".repeat(40)).with("n", n),
+                )
+                .unwrap();
+        }
+        assert!(std::fs::metadata(&path).unwrap().len() > whole.len() as u64);
+        let row = writer.append("e", &Object::new()).unwrap();
+        assert_eq!(row.index, 5);
+        let stats = writer.catch_up_stats();
+        assert_eq!(
+            (stats.prefix_changes, stats.full_reads),
+            (1, 2),
+            "{stats:?}"
+        );
+        assert!(verify_journal(&path).unwrap().ok());
+
+        // The last line rewritten in place, same length: the chain no longer recomputes, and
+        // the append is refused at that row instead of extending it.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let last_start = text[..text.len() - 1].rfind('\n').unwrap() + 1;
+        let last = text[last_start..].replace("\"event\": \"e\"", "\"event\": \"f\"");
+        assert_ne!(last, text[last_start..]);
+        let bytes = format!("{}{last}", &text[..last_start]).into_bytes();
+        std::fs::write(&path, &bytes).unwrap();
+        let err = writer.append("e", &Object::new()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, Error::JournalUnusable { .. })
+                && text.contains("step 5: event_hash mismatch"),
+            "{text}"
+        );
+        assert_eq!(writer.catch_up_stats().prefix_changes, 2);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing appended");
+    }
+
+    /// The journal is reopened below the resolved root without resolving its path again; a
+    /// symlink swapped in for the run directory afterwards is still refused.
+    #[test]
+    fn a_symlink_swapped_in_after_the_first_append_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let run_dir = dir.path().join(".sdd/runs/r");
+        let moved = dir.path().join("moved");
+        std::fs::rename(&run_dir, &moved).unwrap();
+        std::fs::copy(
+            moved.join("journal.jsonl"),
+            outside.path().join("journal.jsonl"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(outside.path(), &run_dir).unwrap();
+        let err = writer.append("b", &Object::new()).unwrap_err();
+        assert!(matches!(err, Error::Containment { .. }), "{err}");
+        let outside_rows = std::fs::read_to_string(outside.path().join("journal.jsonl")).unwrap();
+        assert_eq!(
+            outside_rows.lines().count(),
+            1,
+            "nothing written outside the root"
+        );
+        // Put back, the journal is appended to again.
+        std::fs::remove_file(&run_dir).unwrap();
+        std::fs::rename(&moved, &run_dir).unwrap();
+        assert_eq!(writer.append("b", &Object::new()).unwrap().index, 1);
     }
 
     #[test]

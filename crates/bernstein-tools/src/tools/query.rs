@@ -280,7 +280,8 @@ pub(super) async fn run_status(
         };
     }
     let base = workdir_path(ctx, arg_str(args, "workdir").unwrap_or("."));
-    let base = std::fs::canonicalize(&base).unwrap_or(base);
+    // One `openat2` when the workdir holds no symlink, a full resolution otherwise.
+    let base = bernstein_journal::run_journal::canonicalize_cheaply(&base).unwrap_or(base);
     let (handle, resolved) = match ctx.backend.poll_run(&base, &run_id).await {
         Ok((handle, resolved)) => (handle, resolved.run_id),
         Err(e) => match journal_barrier_message(&run_id, &e) {
