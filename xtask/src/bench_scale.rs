@@ -604,7 +604,7 @@ mod tests {
         };
         let defaults = parse(&[]).unwrap();
         assert_eq!(defaults.sizes, DEFAULT_SIZES);
-        assert!(!defaults.write_docs);
+        assert!(defaults.write_docs);
         let set = parse(&[
             "--sizes",
             "10,20",
@@ -612,7 +612,7 @@ mod tests {
             "5",
             "--seconds",
             "2",
-            "--write-docs",
+            "--no-docs",
         ])
         .unwrap();
         assert_eq!(
