@@ -94,7 +94,15 @@ pub(crate) fn measure(setup: &HttpSetup<'_>, options: HttpOptions) -> anyhow::Re
     let mut results = HttpResults::default();
     let mut servers = vec![start_rmcp(setup)?];
     match (setup.reference_cli, setup.python) {
-        (Some(cli), Some(python)) => servers.push(start_reference(setup, cli, python)?),
+        (Some(cli), Some(python)) => match start_reference(setup, cli, python) {
+            Ok(reference) => servers.push(reference),
+            Err(e) => {
+                eprintln!("bench http: reference SKIPPED: {e:#}");
+                results
+                    .skipped
+                    .push(format!("reference: could not be started: {e:#}"));
+            }
+        },
         _ => results
             .skipped
             .push("reference: not installed (bash ../shared/reference/setup-oracle.sh)".to_owned()),
@@ -329,11 +337,15 @@ fn create_run_over_http(target: &Target, project: &Path) -> anyhow::Result<Strin
         &tool("bernstein_run", json!({"goal": "http benchmark run"})),
     )?;
     let payload = crate::bench_stdio::tool_payload(&result)?;
-    let run_id = payload
-        .get("run_id")
-        .and_then(Value::as_str)
-        .with_context(|| format!("bernstein_run returned no run_id: {payload}"))?
-        .to_owned();
+    // The reference's remote transport answers the raw task row, whose run is `task-<id>`.
+    let run_id = match payload.get("run_id").and_then(Value::as_str) {
+        Some(run_id) => run_id.to_owned(),
+        None => payload
+            .get("id")
+            .and_then(Value::as_str)
+            .map(|id| format!("task-{id}"))
+            .with_context(|| format!("bernstein_run returned no run_id and no id: {payload}"))?,
+    };
     let task_id = run_id.strip_prefix("task-").unwrap_or(&run_id).to_owned();
     let mut journal = JournalWriter::open(project, &run_id, HashProfile::PyJsonV1)?;
     for (event, extra) in [
