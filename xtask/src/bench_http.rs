@@ -265,11 +265,19 @@ fn start_reference(setup: &HttpSetup<'_>, cli: &Path, python: &Path) -> anyhow::
     wait_for_port(&mut process, port, Duration::from_secs(120))?;
     let idle_kib = proc_status_kib(process.id(), "VmRSS:").unwrap_or(0);
     let target = target(port, Some(MCP_TOKEN));
-    let run_id = create_run_over_http(&target, &project)?;
+    // The reference's remote transport offers no `bernstein_run_status` ("Unknown tool"), so
+    // only `ping` and `bernstein_status` are measured on it.
+    // `bernstein_status` reads the task server; give it one task to count.
+    call_once(
+        &target,
+        &tool("bernstein_run", json!({"goal": "http benchmark run"})),
+    )?;
+    let mut requests = bernstein_requests("unused");
+    requests.retain(|(label, _)| *label != "bernstein_run_status");
     Ok(Running {
         name: "reference",
         target,
-        requests: bernstein_requests(&run_id),
+        requests,
         process,
         idle_kib,
         _task_server: Some(task_server),
