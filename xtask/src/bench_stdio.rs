@@ -34,7 +34,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -44,6 +44,7 @@ use bernstein_journal::run_journal::{HashProfile, JournalWriter};
 use bernstein_protocol::pyjson::Object;
 use serde_json::{Value, json};
 
+use crate::bench_guard::ChildGuard;
 use crate::{cargo, project_root};
 
 /// Timed `bernstein_run_status` (and rmcp `add`) calls per measurement, unless `--calls` says
@@ -63,12 +64,13 @@ const WATCHDOG: Duration = Duration::from_secs(600);
 /// How long a server gets to exit after its stdin closes before it is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(15);
 /// The audit key every server is given (hex, as Bernstein's key files hold it).
-const BENCH_KEY: &str = "3f1c9a7e5b2d4068a1c3e5f7092b4d6f8a0c2e4f6a8b0d2f4e6a8c0e2f4a6b8d\n";
+pub(crate) const BENCH_KEY: &str =
+    "3f1c9a7e5b2d4068a1c3e5f7092b4d6f8a0c2e4f6a8b0d2f4e6a8c0e2f4a6b8d\n";
 /// The bearer shared by the reference's task server and its MCP server.
-const TASK_SERVER_TOKEN: &str = "bench-token";
+pub(crate) const TASK_SERVER_TOKEN: &str = "bench-token";
 
 /// Environment a developer may have set that would change what our server does.
-const OUR_ENVIRONMENT: &[&str] = &[
+pub(crate) const OUR_ENVIRONMENT: &[&str] = &[
     "BERNSTEIN_SERVER_URL",
     "BERNSTEIN_AUTH_TOKEN",
     "BERNSTEIN_AUDIT_KEY_PATH",
@@ -81,13 +83,13 @@ const OUR_ENVIRONMENT: &[&str] = &[
 
 /// How many timed calls each series makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CallCounts {
-    run_status: usize,
-    status: usize,
+pub(crate) struct CallCounts {
+    pub(crate) run_status: usize,
+    pub(crate) status: usize,
 }
 
 impl CallCounts {
-    fn parse(args: &[String]) -> anyhow::Result<CallCounts> {
+    pub(crate) fn parse(args: &[String]) -> anyhow::Result<CallCounts> {
         let mut counts = CallCounts {
             run_status: DEFAULT_CALLS,
             status: DEFAULT_STATUS_CALLS,
@@ -115,47 +117,37 @@ impl CallCounts {
     }
 }
 
-/// Runs the stdio benchmark. `python` is the reference interpreter, when one is installed;
-/// `args` are the flags after `stdio`.
-pub(crate) fn run(python: Option<&Path>, args: &[String]) -> anyhow::Result<()> {
-    let counts = CallCounts::parse(args)?;
-    let binaries = build_servers()?;
-    let scratch =
-        std::env::temp_dir().join(format!("bernstein-bench-stdio-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    let result = run_in(&scratch, python, &binaries, counts);
-    match &result {
-        Ok(()) => {
-            let _ = std::fs::remove_dir_all(&scratch);
+/// Prints the tail of every server log in `scratch` to stderr: the scratch directory is removed
+/// when the bench ends, so a failure is explained here or not at all.
+pub(crate) fn print_logs(scratch: &Path) {
+    let Ok(entries) = std::fs::read_dir(scratch) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|ext| ext == "log")
+            && let Ok(text) = std::fs::read_to_string(&path)
+        {
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            eprintln!("--- {} (last {} lines)", path.display(), tail.len());
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
         }
-        Err(_) => eprintln!(
-            "bench stdio: server logs kept in {} for inspection",
-            scratch.display()
-        ),
     }
-    result
 }
 
 /// The two binaries we build: our server and the rmcp baseline.
-struct Binaries {
-    ours: PathBuf,
-    rmcp: PathBuf,
+pub(crate) struct Binaries {
+    pub(crate) ours: PathBuf,
+    pub(crate) rmcp: PathBuf,
 }
 
-fn build_servers() -> anyhow::Result<Binaries> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| project_root().join("target"));
-    eprintln!("bench stdio: building bernstein-mcp and bench/rmcp-baseline (release)");
-    let status = cargo()
-        .args(["build", "-q", "--release", "-p", "bernstein-mcp"])
-        .current_dir(project_root())
-        .status()?;
-    ensure!(
-        status.success(),
-        "cargo build --release -p bernstein-mcp failed"
-    );
+pub(crate) fn build_servers() -> anyhow::Result<Binaries> {
+    let ours = build_ours()?;
+    let target = target_dir();
     let rmcp_target = target.join("rmcp-baseline");
+    eprintln!("bench: building bench/rmcp-baseline (release)");
     let status = cargo()
         .args(["build", "-q", "--release", "--manifest-path"])
         .arg(project_root().join("bench/rmcp-baseline/Cargo.toml"))
@@ -165,56 +157,180 @@ fn build_servers() -> anyhow::Result<Binaries> {
         .status()?;
     ensure!(status.success(), "building bench/rmcp-baseline failed");
     Ok(Binaries {
-        ours: target.join("release/bernstein-mcp"),
+        ours,
         rmcp: rmcp_target.join("release/rmcp-baseline"),
     })
 }
 
-fn run_in(
+/// The cargo target directory the benches build into.
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_root().join("target"))
+}
+
+/// Builds our server in release mode and returns its path.
+pub(crate) fn build_ours() -> anyhow::Result<PathBuf> {
+    eprintln!("bench: building bernstein-mcp (release)");
+    let status = cargo()
+        .args(["build", "-q", "--release", "-p", "bernstein-mcp"])
+        .current_dir(project_root())
+        .status()?;
+    ensure!(
+        status.success(),
+        "cargo build --release -p bernstein-mcp failed"
+    );
+    Ok(target_dir().join("release/bernstein-mcp"))
+}
+
+/// Rounds of the stdio bench: every server is measured once per round, in turn (A B C A B C),
+/// with half the calls, and the rounds are merged, so a machine that slows down half-way
+/// weighs on every server alike.
+const ROUNDS: usize = 2;
+/// Calls kept in flight by the pipelined series.
+pub(crate) const PIPELINE_DEPTH: usize = 16;
+
+/// What the stdio bench measured.
+pub(crate) struct StdioResults {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) pipelined: Vec<Pipelined>,
+}
+
+/// A pipelined series: [`PIPELINE_DEPTH`] calls in flight on one stdio connection.
+#[derive(Debug, Clone)]
+pub(crate) struct Pipelined {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) latencies: Vec<Duration>,
+    pub(crate) wall: Duration,
+}
+
+impl Pipelined {
+    pub(crate) fn calls_per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+pub(crate) fn measure_all(
     scratch: &Path,
     python: Option<&Path>,
     binaries: &Binaries,
     counts: CallCounts,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<StdioResults> {
     let key_path = scratch.join("audit.key");
     std::fs::write(&key_path, BENCH_KEY)?;
     std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600))?;
+    let per_round = CallCounts {
+        run_status: counts.run_status.div_ceil(ROUNDS),
+        status: counts.status.div_ceil(ROUNDS),
+    };
     eprintln!(
         "bench stdio: {} timed calls per bernstein_run_status / add series, {} per \
-         bernstein_status series, {WARM_UP_CALLS} untimed warm-up calls before each",
+         bernstein_status series, in {ROUNDS} interleaved rounds, {WARM_UP_CALLS} untimed \
+         warm-up calls before each",
         counts.run_status, counts.status
     );
-
-    let mut rows = Vec::new();
-    let ours = OurServer {
-        binary: &binaries.ours,
-        key: &key_path,
-        scratch,
-    };
-    for meter in [true, false] {
-        rows.extend(ours.measure(meter, counts)?);
-    }
-    match Reference::locate(python) {
-        Some(reference) => rows.extend(reference.measure(scratch, &key_path, counts)?),
-        None => eprintln!(
+    let reference = Reference::locate(python);
+    if reference.is_none() {
+        eprintln!(
             "bench stdio: reference SKIPPED: no `bernstein` CLI next to $BERNSTEIN_PY (install it \
              with `bash ../shared/reference/setup-oracle.sh`, or set BERNSTEIN_PY)"
-        ),
+        );
     }
-    rows.push(measure_rmcp(&binaries.rmcp, scratch, counts)?);
-    println!("{}", render_report(&rows));
-    Ok(())
+    let mut rows: Vec<Row> = Vec::new();
+    let mut pipelined: Vec<Pipelined> = Vec::new();
+    for round in 0..ROUNDS {
+        let round_dir = scratch.join(format!("round-{round}"));
+        std::fs::create_dir_all(&round_dir)?;
+        let ours = OurServer {
+            binary: &binaries.ours,
+            key: &key_path,
+            scratch: &round_dir,
+        };
+        let mut measured = Vec::new();
+        for meter in [true, false] {
+            measured.extend(ours.measure(meter, per_round)?);
+        }
+        let mut piped = vec![ours.measure_pipelined(per_round.run_status)?];
+        if let Some(reference) = &reference {
+            let (reference_rows, reference_piped) =
+                reference.measure(&round_dir, &key_path, per_round)?;
+            measured.extend(reference_rows);
+            piped.push(reference_piped);
+        }
+        measured.push(measure_rmcp(&binaries.rmcp, &round_dir, per_round)?);
+        piped.push(measure_rmcp_pipelined(
+            &binaries.rmcp,
+            &round_dir,
+            per_round.run_status,
+        )?);
+        merge_rows(&mut rows, measured);
+        for new in piped {
+            match pipelined
+                .iter_mut()
+                .find(|p| p.server == new.server && p.tool == new.tool)
+            {
+                Some(old) => {
+                    old.latencies.extend(new.latencies);
+                    old.wall += new.wall;
+                }
+                None => pipelined.push(new),
+            }
+        }
+    }
+    Ok(StdioResults { rows, pipelined })
+}
+
+/// Adds a round's rows to the merged ones: latencies are concatenated, the cold start is the
+/// smaller of the rounds' medians, and the peak RSS the larger.
+fn merge_rows(rows: &mut Vec<Row>, round: Vec<Row>) {
+    for new in round {
+        match rows
+            .iter_mut()
+            .find(|row| row.server == new.server && row.tool == new.tool)
+        {
+            Some(row) => {
+                row.latencies.extend(new.latencies);
+                row.cold_start = row.cold_start.min(new.cold_start);
+                row.peak_rss_kib = row.peak_rss_kib.max(new.peak_rss_kib);
+                row.idle_rss_kib = row.idle_rss_kib.max(new.idle_rss_kib);
+            }
+            None => rows.push(new),
+        }
+    }
+}
+
+pub(crate) fn render_pipelined(pipelined: &[Pipelined]) -> String {
+    let mut out = format!(
+        "stdio pipelined: {PIPELINE_DEPTH} calls in flight on one connection\n\n{:<18} {:<21} \
+         {:>6} {:>9} {:>8} {:>8}\n",
+        "server", "tool", "calls", "calls/s", "p50 ms", "p99 ms"
+    );
+    for p in pipelined {
+        out.push_str(&format!(
+            "{:<18} {:<21} {:>6} {:>9.1} {:>8.3} {:>8.3}\n",
+            p.server,
+            p.tool,
+            p.latencies.len(),
+            p.calls_per_second(),
+            crate::bench_scale::percentile_ms(&p.latencies, 50),
+            crate::bench_scale::percentile_ms(&p.latencies, 99),
+        ));
+    }
+    out
 }
 
 /// One measured series: a server answering one tool `calls` times in a row.
 #[derive(Debug, Clone, PartialEq)]
-struct Row {
-    server: String,
-    tool: String,
-    anchoring: bool,
-    latencies: Vec<Duration>,
-    cold_start: Duration,
-    peak_rss_kib: Option<u64>,
+pub(crate) struct Row {
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) anchoring: bool,
+    pub(crate) latencies: Vec<Duration>,
+    pub(crate) cold_start: Duration,
+    pub(crate) peak_rss_kib: Option<u64>,
+    /// Right after the `initialize` handshake, before any call.
+    pub(crate) idle_rss_kib: Option<u64>,
 }
 
 impl Row {
@@ -222,7 +338,7 @@ impl Row {
         self.latencies.iter().sum()
     }
 
-    fn calls_per_second(&self) -> f64 {
+    pub(crate) fn calls_per_second(&self) -> f64 {
         let total = self.total().as_secs_f64();
         if total > 0.0 {
             self.latencies.len() as f64 / total
@@ -231,7 +347,7 @@ impl Row {
         }
     }
 
-    fn mean_ms(&self) -> f64 {
+    pub(crate) fn mean_ms(&self) -> f64 {
         mean_ms(&self.latencies)
     }
 
@@ -293,6 +409,22 @@ impl OurServer<'_> {
         Ok(project)
     }
 
+    /// `bernstein_run_status` with [`PIPELINE_DEPTH`] calls in flight, anchoring and meter on.
+    fn measure_pipelined(&self, calls: usize) -> anyhow::Result<Pipelined> {
+        let project = self.fresh_project("ours-pipelined")?;
+        let log = self.scratch.join("ours-pipelined.log");
+        let (mut server, _) = StdioServer::start(self.command(&project, true, &log)?)?;
+        let run_id = create_run_with_journal(&mut server, &project)?;
+        let pipelined = server.pipeline(
+            "ours",
+            "bernstein_run_status",
+            &json!({"run_id": run_id}),
+            calls,
+        )?;
+        server.finish()?;
+        Ok(pipelined)
+    }
+
     fn measure(&self, meter: bool, counts: CallCounts) -> anyhow::Result<Vec<Row>> {
         let label = if meter { "ours" } else { "ours (meter off)" };
         let suffix = if meter { "" } else { "-meter-off" };
@@ -343,7 +475,12 @@ impl Reference {
         cli.exists().then_some(Reference { cli })
     }
 
-    fn measure(&self, scratch: &Path, key: &Path, counts: CallCounts) -> anyhow::Result<Vec<Row>> {
+    fn measure(
+        &self,
+        scratch: &Path,
+        key: &Path,
+        counts: CallCounts,
+    ) -> anyhow::Result<(Vec<Row>, Pipelined)> {
         let project = scratch.join("reference");
         std::fs::create_dir_all(project.join(".sdd"))?;
         // Keep the reference's start-up key handling inside the scratch directory.
@@ -391,19 +528,27 @@ impl Reference {
                 false,
             )?);
         }
+        let (mut server, _) = StdioServer::start(spawn()?)?;
+        let pipelined = server.pipeline(
+            "reference",
+            "bernstein_run_status",
+            &json!({"run_id": run_id}),
+            counts.run_status,
+        )?;
+        server.finish()?;
         drop(task_server);
-        Ok(rows)
+        Ok((rows, pipelined))
     }
 }
 
 /// `bernstein serve` on a free loopback port, stopped when dropped.
-struct TaskServer {
-    child: Child,
+pub(crate) struct TaskServer {
+    child: ChildGuard,
     port: u16,
 }
 
 impl TaskServer {
-    fn start(
+    pub(crate) fn start(
         cli: &Path,
         project: &Path,
         key: &Path,
@@ -412,17 +557,18 @@ impl TaskServer {
     ) -> anyhow::Result<TaskServer> {
         // Ask the kernel for a free port, then hand it to the server.
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new(cli)
-            .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
-            .current_dir(project)
-            .env("BERNSTEIN_AUTH_TOKEN", TASK_SERVER_TOKEN)
-            .env("BERNSTEIN_AUDIT_KEY_PATH", key)
-            .env("XDG_STATE_HOME", state_home)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(File::create(scratch.join("reference-serve.log"))?)
-            .spawn()
-            .context("start bernstein serve")?;
+        let child = ChildGuard::spawn(
+            Command::new(cli)
+                .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+                .current_dir(project)
+                .env("BERNSTEIN_AUTH_TOKEN", TASK_SERVER_TOKEN)
+                .env("BERNSTEIN_AUDIT_KEY_PATH", key)
+                .env("XDG_STATE_HOME", state_home)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(File::create(scratch.join("reference-serve.log"))?),
+        )
+        .context("start bernstein serve")?;
         let mut server = TaskServer { child, port };
         let deadline = Instant::now() + Duration::from_secs(60);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -431,7 +577,7 @@ impl TaskServer {
                 "bernstein serve did not start within 60 s"
             );
             ensure!(
-                server.child.try_wait()?.is_none(),
+                server.child.running(),
                 "bernstein serve exited early (see reference-serve.log)"
             );
             std::thread::sleep(Duration::from_millis(200));
@@ -439,15 +585,8 @@ impl TaskServer {
         Ok(server)
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for TaskServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -470,8 +609,21 @@ fn measure_rmcp(binary: &Path, scratch: &Path, counts: CallCounts) -> anyhow::Re
     )
 }
 
+fn measure_rmcp_pipelined(
+    binary: &Path,
+    scratch: &Path,
+    calls: usize,
+) -> anyhow::Result<Pipelined> {
+    let mut command = Command::new(binary);
+    command.stderr(File::create(scratch.join("rmcp-baseline-pipelined.log"))?);
+    let (mut server, _) = StdioServer::start(command)?;
+    let pipelined = server.pipeline("rmcp 3.11 bare", "add", &json!({"a": 20, "b": 22}), calls)?;
+    server.finish()?;
+    Ok(pipelined)
+}
+
 /// Creates a run through the server's own `bernstein_run` and returns its run id.
-fn create_run(server: &mut StdioServer) -> anyhow::Result<String> {
+pub(crate) fn create_run(server: &mut StdioServer) -> anyhow::Result<String> {
     let answer = server.call_tool("bernstein_run", json!({"goal": "stdio benchmark run"}))?;
     let payload = tool_payload(&answer)?;
     payload
@@ -483,7 +635,10 @@ fn create_run(server: &mut StdioServer) -> anyhow::Result<String> {
 
 /// Creates a run, then gives it the same three-row journal on every server, and checks the
 /// server projects a handle from that journal.
-fn create_run_with_journal(server: &mut StdioServer, project: &Path) -> anyhow::Result<String> {
+pub(crate) fn create_run_with_journal(
+    server: &mut StdioServer,
+    project: &Path,
+) -> anyhow::Result<String> {
     let run_id = create_run(server)?;
     let task_id = run_id.strip_prefix("task-").unwrap_or(&run_id).to_owned();
     let mut journal = JournalWriter::open(project, &run_id, HashProfile::PyJsonV1)?;
@@ -521,7 +676,7 @@ fn create_run_with_journal(server: &mut StdioServer, project: &Path) -> anyhow::
 // Measuring.
 
 /// Cold start of `runs` fresh processes (spawn to the `initialize` answer); the median.
-fn median_cold_start(
+pub(crate) fn median_cold_start(
     spawn: &dyn Fn() -> anyhow::Result<Command>,
     runs: usize,
 ) -> anyhow::Result<Duration> {
@@ -550,6 +705,7 @@ fn measure_series(
 ) -> anyhow::Result<Row> {
     eprintln!("bench stdio: {server_label} {tool} x{calls}");
     let (mut server, _) = StdioServer::start(command)?;
+    let idle_rss_kib = server.rss_kib();
     for _ in 0..WARM_UP_CALLS {
         let answer = server.call_tool(tool, arguments.clone())?;
         tool_payload(&answer).with_context(|| format!("{server_label} {tool}"))?;
@@ -570,13 +726,14 @@ fn measure_series(
         latencies,
         cold_start,
         peak_rss_kib,
+        idle_rss_kib,
     })
 }
 
 /// The payload of a successful tool result: `structuredContent` (or the JSON in the first text
 /// block), unwrapped from the `_meter` envelope. An `isError` result or a payload carrying an
 /// `error` is a failure, so an outage can never be timed as a fast call.
-fn tool_payload(result: &Value) -> anyhow::Result<Value> {
+pub(crate) fn tool_payload(result: &Value) -> anyhow::Result<Value> {
     ensure!(
         result.get("isError").and_then(Value::as_bool) != Some(true),
         "the tool answered isError: {result}"
@@ -604,8 +761,8 @@ fn tool_payload(result: &Value) -> anyhow::Result<Value> {
 // The client.
 
 /// A server process spoken to over newline-delimited JSON-RPC on its stdin and stdout.
-struct StdioServer {
-    child: Arc<Mutex<Child>>,
+pub(crate) struct StdioServer {
+    child: Arc<Mutex<ChildGuard>>,
     pid: u32,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -618,23 +775,19 @@ struct StdioServer {
 impl StdioServer {
     /// Spawns the server and completes the `initialize` handshake; returns the server and the
     /// time from spawning to the `initialize` answer.
-    fn start(mut command: Command) -> anyhow::Result<(StdioServer, Duration)> {
+    pub(crate) fn start(mut command: Command) -> anyhow::Result<(StdioServer, Duration)> {
         let started = Instant::now();
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start {command:?}"))?;
+        let mut child = ChildGuard::spawn(command.stdin(Stdio::piped()).stdout(Stdio::piped()))?;
         let pid = child.id();
-        let stdin = child.stdin.take().context("no stdin pipe")?;
-        let stdout = child.stdout.take().context("no stdout pipe")?;
+        let stdin = child.child().stdin.take().context("no stdin pipe")?;
+        let stdout = child.child().stdout.take().context("no stdout pipe")?;
         let child = Arc::new(Mutex::new(child));
         let (watchdog, stop) = mpsc::channel::<()>();
         let watched = Arc::clone(&child);
         std::thread::spawn(move || {
             if stop.recv_timeout(WATCHDOG) == Err(mpsc::RecvTimeoutError::Timeout) {
                 eprintln!("bench stdio: server {pid} ran past {WATCHDOG:?}; killing it");
-                let _ = watched.lock().map(|mut child| child.kill());
+                let _ = watched.lock().map(|mut child| child.child().kill());
             }
         });
         let mut server = StdioServer {
@@ -696,32 +849,91 @@ impl StdioServer {
         }
     }
 
-    fn call_tool(&mut self, name: &str, arguments: Value) -> anyhow::Result<Value> {
+    /// Calls `name` `calls` times with [`PIPELINE_DEPTH`] requests in flight: a new request
+    /// goes out as soon as an answer comes in. Every answer is checked.
+    pub(crate) fn pipeline(
+        &mut self,
+        server: &str,
+        name: &str,
+        arguments: &Value,
+        calls: usize,
+    ) -> anyhow::Result<Pipelined> {
+        for _ in 0..WARM_UP_CALLS {
+            tool_payload(&self.call_tool(name, arguments.clone())?)?;
+        }
+        let mut in_flight = std::collections::HashMap::new();
+        let mut latencies = Vec::with_capacity(calls);
+        let mut sent = 0;
+        let started = Instant::now();
+        while latencies.len() < calls {
+            while sent < calls && in_flight.len() < PIPELINE_DEPTH {
+                let id = self.next_id;
+                self.next_id += 1;
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": name, "arguments": arguments}}))?;
+                in_flight.insert(id, Instant::now());
+                sent += 1;
+            }
+            self.line.clear();
+            ensure!(
+                self.stdout.read_line(&mut self.line)? > 0,
+                "the server closed stdout with {} calls in flight",
+                in_flight.len()
+            );
+            let message: Value = serde_json::from_str(&self.line)
+                .with_context(|| format!("not JSON-RPC: {}", self.line.trim_end()))?;
+            let Some(sent_at) = message
+                .get("id")
+                .and_then(Value::as_u64)
+                .and_then(|id| in_flight.remove(&id))
+            else {
+                continue;
+            };
+            latencies.push(sent_at.elapsed());
+            if let Some(error) = message.get("error") {
+                bail!("{name} answered a JSON-RPC error: {error}");
+            }
+            tool_payload(
+                message
+                    .get("result")
+                    .context("an answer without a result")?,
+            )?;
+        }
+        Ok(Pipelined {
+            server: server.to_owned(),
+            tool: name.to_owned(),
+            latencies,
+            wall: started.elapsed(),
+        })
+    }
+
+    pub(crate) fn call_tool(&mut self, name: &str, arguments: Value) -> anyhow::Result<Value> {
         self.request("tools/call", json!({"name": name, "arguments": arguments}))
     }
 
     /// The process's peak resident set so far, from `/proc` (Linux only).
-    fn peak_rss_kib(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+    pub(crate) fn peak_rss_kib(&self) -> Option<u64> {
+        proc_status_kib(self.pid, "VmHWM:")
+    }
+
+    /// The process's resident set now.
+    pub(crate) fn rss_kib(&self) -> Option<u64> {
+        proc_status_kib(self.pid, "VmRSS:")
     }
 
     /// Closes stdin and waits for the process to exit, killing it after a grace period. The
     /// exit status is not judged: the reference's CLI exits 1 when its stdin closes.
-    fn finish(mut self) -> anyhow::Result<()> {
+    pub(crate) fn finish(mut self) -> anyhow::Result<()> {
         self.stdin = None;
         let deadline = Instant::now() + EXIT_GRACE;
         loop {
             let mut child = self.child.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
-            if child.try_wait()?.is_some() {
+            if child.child().try_wait()?.is_some() {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                child.kill()?;
-                child.wait()?;
+                child.child().kill()?;
+                child.child().wait()?;
                 bail!(
                     "server {} did not exit within {EXIT_GRACE:?} of EOF",
                     self.pid
@@ -733,22 +945,19 @@ impl StdioServer {
     }
 }
 
-impl Drop for StdioServer {
-    fn drop(&mut self) {
-        // A measurement that failed half-way must not leave its server running.
-        if let Ok(mut child) = self.child.lock()
-            && matches!(child.try_wait(), Ok(None))
-        {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// A `kB` field of `/proc/<pid>/status` (Linux only).
+pub(crate) fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 // ---------------------------------------------------------------------------------------------
 // The report.
 
-fn render_report(rows: &[Row]) -> String {
+pub(crate) fn render_report(rows: &[Row]) -> String {
     let mut out = String::from(
         "\nstdio: sequential tools/call over stdio, one answer awaited before the next request\n\n",
     );
@@ -840,6 +1049,7 @@ mod tests {
             latencies: millis.iter().map(|ms| Duration::from_millis(*ms)).collect(),
             cold_start: Duration::from_millis(cold_ms),
             peak_rss_kib: Some(10 * 1024),
+            idle_rss_kib: Some(5 * 1024),
         }
     }
 

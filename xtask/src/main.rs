@@ -25,6 +25,12 @@
 )]
 
 mod bench;
+mod bench_doc;
+mod bench_guard;
+mod bench_http;
+mod bench_limits;
+mod bench_load;
+mod bench_scale;
 mod bench_stdio;
 mod codegen;
 mod conformance;
