@@ -22,7 +22,8 @@ use std::task::{Context, Poll};
 
 use bernstein_mcp_core::ids::request_span_id;
 use bernstein_mcp_core::jsonrpc::{
-    self, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND, PARSE_ERROR, RequestId, RpcError,
+    self, INVALID_PARAMS, INVALID_REQUEST, INVALID_REQUEST_META, Incoming, METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, RequestId, RpcError,
     UNSUPPORTED_PROTOCOL_VERSION,
 };
 use bernstein_mcp_core::{CallScope, DiscardNotifications, Dispatcher};
@@ -548,6 +549,18 @@ impl Shared {
                 method,
                 message,
             } => {
+                if method == "initialize" && declares_stateless_era(headers, &message) {
+                    // 2026-07-28 removed the handshake: a request of that era naming it asks for
+                    // a method that no longer exists, answered as any unknown method is.
+                    let error = RpcError::new(
+                        METHOD_NOT_FOUND,
+                        "Method not found: initialize (removed in 2026-07-28; use server/discover)",
+                    );
+                    return json(
+                        StatusCode::NOT_FOUND,
+                        &jsonrpc::error_response(Some(&id), &error),
+                    );
+                }
                 let stateless = match sep2243(headers, &id, &method, &message) {
                     Ok(stateless) => stateless,
                     Err(refusal) => return json(StatusCode::BAD_REQUEST, &refusal),
@@ -665,7 +678,20 @@ impl Finish {
             Some(c) if c == i64::from(METHOD_NOT_FOUND) && self.stateless => StatusCode::NOT_FOUND,
             Some(c)
                 if c == i64::from(UNSUPPORTED_PROTOCOL_VERSION)
-                    || c == i64::from(HEADER_MISMATCH) =>
+                    || c == i64::from(HEADER_MISMATCH)
+                    || c == i64::from(MISSING_REQUIRED_CLIENT_CAPABILITY) =>
+            {
+                StatusCode::BAD_REQUEST
+            }
+            // SEP-2575: a 2026-07-28 request whose `_meta` lacks a required key is a bad
+            // request on HTTP, not only a JSON-RPC error.
+            Some(c)
+                if c == i64::from(INVALID_PARAMS)
+                    && self.stateless
+                    && response
+                        .pointer("/error/message")
+                        .and_then(JsonValue::as_str)
+                        .is_some_and(|m| m.starts_with(INVALID_REQUEST_META)) =>
             {
                 StatusCode::BAD_REQUEST
             }
@@ -740,6 +766,22 @@ fn poll_call(stream: &mut CallStream, cx: &mut Context<'_>) -> Next {
             Poll::Pending => Next::Pending,
         };
     }
+}
+
+/// Whether a request declares the 2026-07-28 era or later, in its `MCP-Protocol-Version` header
+/// or its `_meta` protocol version.
+fn declares_stateless_era(headers: &HeaderMap, message: &JsonValue) -> bool {
+    let newest_handshake_free = ProtocolVersion::NO_INITIALIZE.as_str();
+    let header = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    let meta = message
+        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+        .and_then(JsonValue::as_str);
+    [header, meta]
+        .into_iter()
+        .flatten()
+        .any(|version| version >= newest_handshake_free)
 }
 
 /// The SEP-2243 header rules for a request; `Ok(true)` when it is served statelessly

@@ -41,8 +41,8 @@ use crate::extension::{Extension, ExtensionCall, Installed};
 use crate::ids::request_span_id;
 use crate::instructions::instructions;
 use crate::jsonrpc::{
-    self, INVALID_REQUEST, Incoming, MISSING_REQUIRED_CLIENT_CAPABILITY, RESOURCE_NOT_FOUND,
-    RequestId, RpcError, UNSUPPORTED_PROTOCOL_VERSION,
+    self, INVALID_REQUEST, INVALID_REQUEST_META, Incoming, MISSING_REQUIRED_CLIENT_CAPABILITY,
+    RESOURCE_NOT_FOUND, RequestId, RpcError, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::limits::Limits;
 use crate::logging::{LogLevel, META_LOG_LEVEL, RequestLog};
@@ -1708,7 +1708,7 @@ fn request_era(method: &str, params: Option<&JsonValue>) -> std::result::Result<
         Some(JsonValue::String(v)) => v.clone(),
         Some(_) => {
             return Err(RpcError::invalid_params(format!(
-                "request _meta is missing or has malformed required fields: {META_PROTOCOL_VERSION}"
+                "{INVALID_REQUEST_META}: {META_PROTOCOL_VERSION}"
             )));
         }
     };
@@ -1732,7 +1732,7 @@ fn request_era(method: &str, params: Option<&JsonValue>) -> std::result::Result<
     let missing = meta_object.missing_required_keys(&ProtocolVersion::NO_INITIALIZE);
     if !missing.is_empty() {
         return Err(RpcError::invalid_params(format!(
-            "request _meta is missing or has malformed required fields: {}",
+            "{INVALID_REQUEST_META}: {}",
             missing.join(", ")
         )));
     }

@@ -35,6 +35,10 @@ pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = ErrorCode::UNSUPPORTED_PROTOCOL_VE
 /// MCP missing required client capability (2026-07-28).
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i32 = -32021;
 
+/// How the -32602 refusal of a 2026-07-28 request whose `_meta` lacks a required key (or holds a
+/// malformed one) begins, as rmcp words it. The HTTP transport answers it with status 400.
+pub const INVALID_REQUEST_META: &str = "request _meta is missing or has malformed required fields";
+
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {

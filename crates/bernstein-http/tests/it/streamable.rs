@@ -369,6 +369,70 @@ async fn the_2026_07_28_header_rules() {
     server.stop().await;
 }
 
+/// SEP-2575 over HTTP, as conformance 0.2.0-alpha.12's `server-stateless` checks it: a
+/// 2026-07-28 request whose `_meta` lacks a required key is 400 with -32602, and `initialize`
+/// sent in that era is a removed method, 404 with -32601; a legacy `initialize` still works.
+#[tokio::test]
+async fn the_2026_07_28_meta_and_removed_handshake_statuses() {
+    let server = Server::start().await;
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "server/discover"),
+    ];
+    let missing_capabilities = json!({
+        META_2026: "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "0"},
+    });
+    for (id, params) in [
+        (101, json!({})),
+        (104, json!({"_meta": missing_capabilities})),
+    ] {
+        let reply = server
+            .post(
+                &headers,
+                &json!({"jsonrpc":"2.0","id":id,"method":"server/discover","params":params}),
+            )
+            .await;
+        assert_eq!(reply.status, 400, "{}", reply.body_text());
+        let body = reply.json();
+        assert_eq!(body["error"]["code"], -32602, "{body}");
+        assert_eq!(body["id"], id, "{body}");
+    }
+    let complete = server
+        .post(
+            &headers,
+            &json!({"jsonrpc":"2.0","id":105,"method":"server/discover","params":{"_meta":meta_2026()}}),
+        )
+        .await;
+    assert_eq!(complete.status, 200, "{}", complete.body_text());
+
+    let removed = server
+        .post(
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "initialize"),
+            ],
+            &json!({"jsonrpc":"2.0","id":500,"method":"initialize","params":{"_meta":meta_2026()}}),
+        )
+        .await;
+    assert_eq!(removed.status, 404, "{}", removed.body_text());
+    let body = removed.json();
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    assert_eq!(body["id"], 500, "{body}");
+
+    let legacy = server
+        .post(
+            &[],
+            &json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+                "protocolVersion":"2025-11-25","capabilities":{},
+                "clientInfo":{"name":"it","version":"0"}}}),
+        )
+        .await;
+    assert_eq!(legacy.status, 200, "{}", legacy.body_text());
+    assert!(legacy.json()["result"]["capabilityCard"].is_object());
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn legacy_sessions_are_ignored_until_the_window_closes() {
     let server = Server::start().await;

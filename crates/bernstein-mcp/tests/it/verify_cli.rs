@@ -490,8 +490,7 @@ fn project_verify_reports_evidence_the_task_log_owes() {
         [
             "unwritten_evidence",
             "missing_journal_row",
-            "missing_audit_event",
-            "stale_backlog"
+            "missing_audit_event"
         ],
         "{}",
         out.stdout
