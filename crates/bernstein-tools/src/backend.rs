@@ -18,7 +18,7 @@
 //!   `run.artifact` event. Administrative runs need a task server and are refused.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -45,6 +45,7 @@ use bernstein_tasks::remote::{RemoteBackend, SubscribeOutcome, TraceContext};
 use bernstein_tasks::{Complexity, NewTask, Scope, TaskId, TaskStatus};
 
 use crate::error::Error;
+use crate::opening::OpeningStore;
 
 /// How often the embedded store is re-read while a subscription waits for a new task.
 const SUBSCRIBE_POLL: Duration = Duration::from_millis(200);
@@ -53,7 +54,7 @@ const SUBSCRIBE_POLL: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone)]
 pub enum BackendKind {
     /// The durable store under the project's `.sdd/`.
-    Embedded(EmbeddedStore),
+    Embedded(OpeningStore),
     /// A running `bernstein serve` (boxed: its client is much larger than the store handle).
     Remote(Box<RemoteBackend>),
 }
@@ -121,7 +122,23 @@ impl Backend {
     /// The embedded store, with the audit key its evidence is authenticated with.
     pub fn embedded(store: EmbeddedStore, audit_key: AuditKey) -> Backend {
         Backend {
-            kind: BackendKind::Embedded(store),
+            kind: BackendKind::Embedded(OpeningStore::ready(store)),
+            audit_key: Some(audit_key),
+            home_dir: None,
+            dlp_mode: DlpMode::default(),
+            mailbox: OnceLock::new(),
+        }
+    }
+
+    /// The embedded store of `workdir`, opened on a background thread: this returns at once,
+    /// and the first call that needs the store waits for the open to end and gets its refusal
+    /// (such as a corrupt task log) as its error. Calls that need no store do not wait.
+    pub fn embedded_in_background(workdir: PathBuf, audit_key: AuditKey) -> Backend {
+        Backend {
+            kind: BackendKind::Embedded(OpeningStore::in_background(
+                workdir,
+                Some(audit_key.clone()),
+            )),
             audit_key: Some(audit_key),
             home_dir: None,
             dlp_mode: DlpMode::default(),
@@ -213,7 +230,7 @@ impl Backend {
             }
             BackendKind::Embedded(store) => {
                 let request = new_task_from_body(body)?;
-                let store = store.clone();
+                let store = store.store().await?;
                 let task = run_blocking(move || store.create_task(request)).await??;
                 Ok(task.to_object())
             }
@@ -242,7 +259,7 @@ impl Backend {
                         "a subtask needs parent_task_id".to_owned(),
                     ))
                 })?;
-                let store = store.clone();
+                let store = store.store().await?;
                 let task = run_blocking(move || store.create_subtask(&parent, request)).await??;
                 Ok(task.to_object())
             }
@@ -261,7 +278,7 @@ impl Backend {
                 object_answer(remote.client().get_task(&id).await?, "a task row")
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 Ok(run_blocking(move || store.get_task(&id))
                     .await??
                     .to_object())
@@ -293,7 +310,7 @@ impl Backend {
                 }
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let query = ListQuery {
                     status,
                     ..ListQuery::all()
@@ -320,7 +337,7 @@ impl Backend {
                 object_answer(remote.client().status().await?, "a status document")
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 Ok(run_blocking(move || store.status_summary())
                     .await??
                     .to_object())
@@ -354,7 +371,7 @@ impl Backend {
                 })
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let summary = result_summary.to_owned();
                 let before = {
                     let store = store.clone();
@@ -402,7 +419,7 @@ impl Backend {
                 })
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let note = note.to_owned();
                 match run_blocking(move || store.approve_task(&task_id, &note)).await? {
                     Ok(outcome) => Ok(GateAnswer::Passed {
@@ -461,7 +478,7 @@ impl Backend {
                 })
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let reason = reason.to_owned();
                 match run_blocking(move || store.cancel_task(&task_id, &reason)).await? {
                     Ok(outcome) => Ok(CancelAnswer::Cancelled {
@@ -493,7 +510,7 @@ impl Backend {
                 let key = self.require_key("a claim receipt")?.clone();
                 let request = claim_request_from_body(body);
                 let root = store.workdir().to_path_buf();
-                let store = store.clone();
+                let store = store.store().await?;
                 // The claim runs under the store lock, on a backlog the store has just brought
                 // in step with its task log, and the store adopts a granted claim before we
                 // answer: a stale backlog can never grant a task twice.
@@ -613,7 +630,7 @@ impl Backend {
                 let row = self.get_task(id).await?;
                 let key = self.require_key("an artifact post")?.clone();
                 let root = store.workdir().to_path_buf();
-                let store = store.clone();
+                let store = store.store().await?;
                 let body = body.clone();
                 let poster = poster.to_owned();
                 let id = id.to_owned();

@@ -4,6 +4,7 @@
 mod abandoned;
 mod anchoring;
 mod claims;
+mod cold_start;
 mod handles;
 mod hostile;
 mod protocol;
