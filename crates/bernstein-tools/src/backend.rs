@@ -325,6 +325,61 @@ impl Backend {
         }
     }
 
+    /// One page of the tasks in `status`, oldest first: at most `limit` rows after the task
+    /// `cursor` names (from the first task without one), and the cursor of the next page when
+    /// more remain. The embedded store reads only the page's records; a task server's list is
+    /// paged here, as its route has no paging.
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure; an unknown status or a cursor naming no listed task is refused.
+    pub async fn list_tasks_page(
+        &self,
+        status: &str,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Value>, Option<String>), Error> {
+        let limit = limit.max(1);
+        match &self.kind {
+            BackendKind::Remote(_) => {
+                let rows = self.list_tasks(Some(status)).await?;
+                let start = match cursor {
+                    None => 0,
+                    Some(cursor) => {
+                        rows.iter()
+                            .position(|row| row_id(row).as_deref() == Some(cursor))
+                            .ok_or_else(|| {
+                                bernstein_tasks::Error::InvalidCursor(cursor.to_owned())
+                            })?
+                            + 1
+                    }
+                };
+                let page: Vec<Value> = rows.iter().skip(start).take(limit).cloned().collect();
+                let next = (rows.len() > start + page.len())
+                    .then(|| page.last().and_then(row_id))
+                    .flatten();
+                Ok((page, next))
+            }
+            BackendKind::Embedded(store) => {
+                let status = TaskStatus::parse(status)
+                    .ok_or_else(|| bernstein_tasks::Error::UnknownStatus(status.to_owned()))?;
+                let store = store.store().await?;
+                let query = ListQuery {
+                    status: Some(status),
+                    cursor: cursor.map(str::to_owned),
+                    limit: Some(limit),
+                };
+                let page = run_blocking(move || store.list_tasks(&query)).await??;
+                let rows = page
+                    .tasks
+                    .iter()
+                    .map(|task| Value::Object(task.to_object()))
+                    .collect();
+                Ok((rows, page.next_cursor))
+            }
+        }
+    }
+
     /// `GET /status`: the status document (`total, open, claimed, done, failed, per_role,
     /// total_cost_usd`, and, from a server, much more).
     ///

@@ -9,5 +9,6 @@ mod handles;
 mod hostile;
 mod protocol;
 mod remote_tasks;
+mod status_paging;
 mod support;
 mod tasks;
