@@ -23,7 +23,6 @@ use bernstein_journal::dlp::DlpMode;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::lineage_log::LineageLog;
 use bernstein_protocol::SPEC_REVISION;
-use bernstein_tasks::embedded::EmbeddedStore;
 use bernstein_tasks::remote::{RemoteBackend, RemoteConfig};
 use bernstein_tools::{
     Backend, CallMeta, Catalogue, ProgressSink, ProgressTick, TaskSupport, Tier, ToolConfig,
@@ -266,11 +265,13 @@ impl DispatcherBuilder {
     }
 
     /// Builds the dispatcher: opens the backend and the anchoring run, builds the catalogue.
+    /// The embedded store is opened on a background thread (see
+    /// [`Backend::embedded_in_background`]): its refusal reaches the first call that needs it.
     ///
     /// # Errors
     ///
     /// [`Error::Project`] when the workdir is not a directory; [`Error::Tasks`] when the
-    /// backend cannot be opened; [`Error::Tools`] when the catalogue cannot be built;
+    /// remote backend cannot be configured; [`Error::Tools`] when the catalogue cannot be built;
     /// [`Error::Journal`] when the anchoring run id cannot name a journal;
     /// [`Error::Extension`] when the extension's lists name nothing or shadow a built-in.
     pub fn build(self) -> Result<Dispatcher> {
@@ -381,18 +382,18 @@ fn open_backend(
     home_dir: Option<String>,
 ) -> Result<Backend> {
     let backend = match choice {
-        BackendChoice::Embedded => {
-            let store = EmbeddedStore::open(workdir, audit_key.clone())?;
-            match audit_key {
-                Some(key) => Backend::embedded(store, key),
-                None => {
-                    return Err(Error::Project {
-                        path: workdir.to_path_buf(),
-                        reason: "the embedded backend needs the install audit key".to_owned(),
-                    });
-                }
+        // The store is opened on a thread of its own, so `initialize`, `ping` and `tools/list`
+        // answer while a large task log is replayed; the first call that needs the store waits
+        // for the open and gets its refusal (a corrupt log, say) as a structured error.
+        BackendChoice::Embedded => match audit_key {
+            Some(key) => Backend::embedded_in_background(workdir.to_path_buf(), key),
+            None => {
+                return Err(Error::Project {
+                    path: workdir.to_path_buf(),
+                    reason: "the embedded backend needs the install audit key".to_owned(),
+                });
             }
-        }
+        },
         BackendChoice::Remote { url, bearer_token } => {
             let remote = RemoteBackend::new(
                 RemoteConfig::new(url.clone()).with_bearer_token(bearer_token.clone()),

@@ -18,7 +18,7 @@
 //!   `run.artifact` event. Administrative runs need a task server and are refused.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -45,6 +45,7 @@ use bernstein_tasks::remote::{RemoteBackend, SubscribeOutcome, TraceContext};
 use bernstein_tasks::{Complexity, NewTask, Scope, TaskId, TaskStatus};
 
 use crate::error::Error;
+use crate::opening::OpeningStore;
 
 /// How often the embedded store is re-read while a subscription waits for a new task.
 const SUBSCRIBE_POLL: Duration = Duration::from_millis(200);
@@ -53,7 +54,7 @@ const SUBSCRIBE_POLL: Duration = Duration::from_millis(200);
 #[derive(Debug, Clone)]
 pub enum BackendKind {
     /// The durable store under the project's `.sdd/`.
-    Embedded(EmbeddedStore),
+    Embedded(OpeningStore),
     /// A running `bernstein serve` (boxed: its client is much larger than the store handle).
     Remote(Box<RemoteBackend>),
 }
@@ -121,7 +122,23 @@ impl Backend {
     /// The embedded store, with the audit key its evidence is authenticated with.
     pub fn embedded(store: EmbeddedStore, audit_key: AuditKey) -> Backend {
         Backend {
-            kind: BackendKind::Embedded(store),
+            kind: BackendKind::Embedded(OpeningStore::ready(store)),
+            audit_key: Some(audit_key),
+            home_dir: None,
+            dlp_mode: DlpMode::default(),
+            mailbox: OnceLock::new(),
+        }
+    }
+
+    /// The embedded store of `workdir`, opened on a background thread: this returns at once,
+    /// and the first call that needs the store waits for the open to end and gets its refusal
+    /// (such as a corrupt task log) as its error. Calls that need no store do not wait.
+    pub fn embedded_in_background(workdir: PathBuf, audit_key: AuditKey) -> Backend {
+        Backend {
+            kind: BackendKind::Embedded(OpeningStore::in_background(
+                workdir,
+                Some(audit_key.clone()),
+            )),
             audit_key: Some(audit_key),
             home_dir: None,
             dlp_mode: DlpMode::default(),
@@ -213,7 +230,7 @@ impl Backend {
             }
             BackendKind::Embedded(store) => {
                 let request = new_task_from_body(body)?;
-                let store = store.clone();
+                let store = store.store().await?;
                 let task = run_blocking(move || store.create_task(request)).await??;
                 Ok(task.to_object())
             }
@@ -242,7 +259,7 @@ impl Backend {
                         "a subtask needs parent_task_id".to_owned(),
                     ))
                 })?;
-                let store = store.clone();
+                let store = store.store().await?;
                 let task = run_blocking(move || store.create_subtask(&parent, request)).await??;
                 Ok(task.to_object())
             }
@@ -261,7 +278,7 @@ impl Backend {
                 object_answer(remote.client().get_task(&id).await?, "a task row")
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 Ok(run_blocking(move || store.get_task(&id))
                     .await??
                     .to_object())
@@ -293,7 +310,7 @@ impl Backend {
                 }
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let query = ListQuery {
                     status,
                     ..ListQuery::all()
@@ -304,6 +321,61 @@ impl Backend {
                     .iter()
                     .map(|task| Value::Object(task.to_object()))
                     .collect())
+            }
+        }
+    }
+
+    /// One page of the tasks in `status`, oldest first: at most `limit` rows after the task
+    /// `cursor` names (from the first task without one), and the cursor of the next page when
+    /// more remain. The embedded store reads only the page's records; a task server's list is
+    /// paged here, as its route has no paging.
+    ///
+    /// # Errors
+    ///
+    /// The backend's failure; an unknown status or a cursor naming no listed task is refused.
+    pub async fn list_tasks_page(
+        &self,
+        status: &str,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Value>, Option<String>), Error> {
+        let limit = limit.max(1);
+        match &self.kind {
+            BackendKind::Remote(_) => {
+                let rows = self.list_tasks(Some(status)).await?;
+                let start = match cursor {
+                    None => 0,
+                    Some(cursor) => {
+                        rows.iter()
+                            .position(|row| row_id(row).as_deref() == Some(cursor))
+                            .ok_or_else(|| {
+                                bernstein_tasks::Error::InvalidCursor(cursor.to_owned())
+                            })?
+                            + 1
+                    }
+                };
+                let page: Vec<Value> = rows.iter().skip(start).take(limit).cloned().collect();
+                let next = (rows.len() > start + page.len())
+                    .then(|| page.last().and_then(row_id))
+                    .flatten();
+                Ok((page, next))
+            }
+            BackendKind::Embedded(store) => {
+                let status = TaskStatus::parse(status)
+                    .ok_or_else(|| bernstein_tasks::Error::UnknownStatus(status.to_owned()))?;
+                let store = store.store().await?;
+                let query = ListQuery {
+                    status: Some(status),
+                    cursor: cursor.map(str::to_owned),
+                    limit: Some(limit),
+                };
+                let page = run_blocking(move || store.list_tasks(&query)).await??;
+                let rows = page
+                    .tasks
+                    .iter()
+                    .map(|task| Value::Object(task.to_object()))
+                    .collect();
+                Ok((rows, page.next_cursor))
             }
         }
     }
@@ -320,7 +392,7 @@ impl Backend {
                 object_answer(remote.client().status().await?, "a status document")
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 Ok(run_blocking(move || store.status_summary())
                     .await??
                     .to_object())
@@ -354,7 +426,7 @@ impl Backend {
                 })
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let summary = result_summary.to_owned();
                 let before = {
                     let store = store.clone();
@@ -402,7 +474,7 @@ impl Backend {
                 })
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let note = note.to_owned();
                 match run_blocking(move || store.approve_task(&task_id, &note)).await? {
                     Ok(outcome) => Ok(GateAnswer::Passed {
@@ -461,7 +533,7 @@ impl Backend {
                 })
             }
             BackendKind::Embedded(store) => {
-                let store = store.clone();
+                let store = store.store().await?;
                 let reason = reason.to_owned();
                 match run_blocking(move || store.cancel_task(&task_id, &reason)).await? {
                     Ok(outcome) => Ok(CancelAnswer::Cancelled {
@@ -493,7 +565,7 @@ impl Backend {
                 let key = self.require_key("a claim receipt")?.clone();
                 let request = claim_request_from_body(body);
                 let root = store.workdir().to_path_buf();
-                let store = store.clone();
+                let store = store.store().await?;
                 // The claim runs under the store lock, on a backlog the store has just brought
                 // in step with its task log, and the store adopts a granted claim before we
                 // answer: a stale backlog can never grant a task twice.
@@ -613,7 +685,7 @@ impl Backend {
                 let row = self.get_task(id).await?;
                 let key = self.require_key("an artifact post")?.clone();
                 let root = store.workdir().to_path_buf();
-                let store = store.clone();
+                let store = store.store().await?;
                 let body = body.clone();
                 let poster = poster.to_owned();
                 let id = id.to_owned();

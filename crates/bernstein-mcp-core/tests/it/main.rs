@@ -4,10 +4,12 @@
 mod abandoned;
 mod anchoring;
 mod claims;
+mod cold_start;
 mod gaps;
 mod handles;
 mod hostile;
 mod protocol;
 mod remote_tasks;
+mod status_paging;
 mod support;
 mod tasks;

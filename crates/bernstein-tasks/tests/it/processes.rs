@@ -40,6 +40,12 @@ fn begin_acks() {
 }
 
 fn spawn_child(test_name: &str, mode: &str) -> Child {
+    spawn_child_with_stderr(test_name, mode, Stdio::null())
+}
+
+/// A child whose stderr goes to `stderr` (a file), so a child that dies before it is ready
+/// (a panic in its open, say) is told apart from a slow one.
+fn spawn_child_with_stderr(test_name: &str, mode: &str, stderr: Stdio) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             test_name,
@@ -51,7 +57,7 @@ fn spawn_child(test_name: &str, mode: &str) -> Child {
         ])
         .env(CHILD_ENV, mode)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap()
 }
@@ -218,19 +224,30 @@ fn acknowledged_changes_survive_sigkill() {
             acks.clear();
         }
         let dir = projects.last().unwrap().path();
-        let mut child = spawn_child(
+        let stderr = tempfile::NamedTempFile::new().unwrap();
+        let mut child = spawn_child_with_stderr(
             "processes::crash_child",
             &format!("crash:{}", dir.display()),
+            Stdio::from(stderr.reopen().unwrap()),
         );
         let receiver = read_acks(&mut child);
-        // Wait for the child to be ready, so the kill lands in its work, not its start-up.
-        let ready = receiver.recv_timeout(Duration::from_secs(30));
+        // Wait for the child to be ready, so the kill lands in its work, not its start-up. The
+        // bound only turns a hang into a failure: on a loaded 2-core machine a child's start
+        // (exec of this binary, the open's replay and recovery) may take seconds, so it is
+        // generous; a child that died instead says why through its stderr below.
+        let ready = receiver.recv_timeout(Duration::from_secs(120));
         if ready.is_ok() {
             std::thread::sleep(Duration::from_micros(random_below(&random, 80_000)));
         }
         // Killed before any assertion, so a failing run leaves no child looping behind.
         child.kill().unwrap();
-        assert!(ready.is_ok(), "the child never became ready");
+        if let Err(waited) = ready {
+            let _ = child.wait();
+            panic!(
+                "child {kill} never became ready ({waited:?}); its stderr:\n{}",
+                std::fs::read_to_string(stderr.path()).unwrap_or_default()
+            );
+        }
         let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
         if status.signal() == Some(9) {

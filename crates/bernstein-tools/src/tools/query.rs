@@ -160,10 +160,20 @@ fn per_role_costs(document: &Object) -> Vec<Value> {
 /// The compact task fields `bernstein_status` lists without `detail`.
 const COMPACT_TASK_FIELDS: [&str; 4] = ["id", "title", "role", "status"];
 
+/// The most tasks one `bernstein_status` answer lists (and its default `limit`), so a status
+/// filter on a large project reads and renders a bounded page; `next_cursor` continues it.
+pub(crate) const STATUS_PAGE_MAX: usize = 500;
+
 /// `bernstein_status`.
 pub(super) async fn status(ctx: &ToolContext, args: &Object) -> String {
     let filter = arg_str(args, "status").filter(|s| !s.is_empty());
     let detail = arg_bool(args, "detail").unwrap_or(false);
+    let cursor = arg_str(args, "cursor").filter(|s| !s.is_empty());
+    // The schema bounds `limit` to 1..=STATUS_PAGE_MAX; clamped here too, so no path lists more.
+    let limit = arg_i64(args, "limit")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(STATUS_PAGE_MAX)
+        .clamp(1, STATUS_PAGE_MAX);
     let outage = |e: Error| {
         let message = e.to_string();
         tracing::warn!("MCP tool error: {message}");
@@ -179,8 +189,8 @@ pub(super) async fn status(ctx: &ToolContext, args: &Object) -> String {
         Err(e) => return outage(e),
     };
     let tasks = match filter {
-        Some(status) => match ctx.backend.list_tasks(Some(status)).await {
-            Ok(rows) => Some(rows),
+        Some(status) => match ctx.backend.list_tasks_page(status, cursor, limit).await {
+            Ok(page) => Some(page),
             Err(e) => return outage(e),
         },
         None => None,
@@ -212,7 +222,7 @@ pub(super) async fn status(ctx: &ToolContext, args: &Object) -> String {
             field_or(&document, "per_role", Value::Array(Vec::new())),
         );
     }
-    if let (Some(status), Some(rows)) = (filter, tasks) {
+    if let (Some(status), Some((rows, next_cursor))) = (filter, tasks) {
         body.insert("status_filter", status);
         let listed: Vec<Value> = if detail {
             rows
@@ -233,6 +243,10 @@ pub(super) async fn status(ctx: &ToolContext, args: &Object) -> String {
                 .collect()
         };
         body.insert("tasks", listed);
+        // Only a cut list carries it, so an answer that fits one page reads as before.
+        if let Some(next) = next_cursor {
+            body.insert("next_cursor", next);
+        }
     }
     indent2(body)
 }
