@@ -225,7 +225,9 @@ fn run_parts(
         cores: std::thread::available_parallelism().map_or(1, usize::from),
         ..Results::default()
     };
+    let bar = crate::progress::counter("bench: parts", parts.len() as u64);
     for part in parts {
+        bar.inc();
         eprintln!("bench: {part}");
         let dir = scratch.join(part);
         std::fs::create_dir_all(&dir)?;

@@ -75,9 +75,12 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     let scratch = scratch_corpus_root()?;
     let mut outcomes = Vec::new();
+    let bar = crate::progress::counter("fuzz: targets", selected.len() as u64);
     for target in &selected {
         outcomes.push(run_target(&fuzz_dir, &scratch, target, seconds)?);
+        bar.inc();
     }
+    drop(bar);
 
     println!("\n== fuzz summary ({seconds} s per target)");
     println!(

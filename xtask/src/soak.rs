@@ -48,7 +48,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     if stages.is_empty() {
         stages = STAGES.iter().map(|s| (*s).to_owned()).collect();
     }
+    let bar = crate::progress::counter("soak: stages", stages.len() as u64);
     for stage in &stages {
+        bar.inc();
         let mut env: Vec<(&str, String)> = Vec::new();
         if let Some(seed) = &seed {
             env.push(("BERNSTEIN_SOAK_SEED", seed.clone()));
@@ -96,6 +98,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             _ => run_test("faults_disk::", &env)?,
         }
     }
+    drop(bar);
     eprintln!("soak: OK ({})", stages.join(", "));
     Ok(())
 }
