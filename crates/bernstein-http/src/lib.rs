@@ -28,6 +28,7 @@
 //! which makes the answer a `text/event-stream`. The wire rules (statuses, bodies, headers) are
 //! listed in `docs/http.md`.
 
+mod access;
 mod auth;
 mod body;
 mod calls;

@@ -19,6 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bernstein_mcp_core::ids::request_span_id;
 use bernstein_mcp_core::jsonrpc::{
@@ -41,6 +42,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
+use crate::access;
 use crate::auth::{self, PROTECTED_RESOURCE_PATH, Refusal};
 use crate::body::{
     BoxError, Next, ResponseBody, SPAN_HEADER, empty, error, event_stream, full, json, poll_body,
@@ -216,8 +218,24 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let request = request.map(|b| b.map_err(Into::into).boxed_unsync());
-        Box::pin(self.stack.clone().oneshot(request))
+        let mut request: Request<ResponseBody> =
+            request.map(|b| b.map_err(Into::into).boxed_unsync());
+        let entry = access::Entry {
+            method: request.method().clone(),
+            path: request.uri().path().to_owned(),
+            auth: self.shared.config.auth,
+            started: Instant::now(),
+            note: access::Note::default(),
+        };
+        request.extensions_mut().insert(entry.note.clone());
+        // Boxed before the async block: awaiting the `Oneshot` in it directly trips rustc's
+        // higher-ranked `Send` inference on the boxed body's error type.
+        let answer: Self::Future = Box::pin(self.stack.clone().oneshot(request));
+        Box::pin(async move {
+            let response = answer.await?;
+            entry.log(&response);
+            Ok(response)
+        })
     }
 }
 
@@ -386,6 +404,11 @@ pub(crate) fn parse(bytes: &[u8]) -> Parsed {
 impl Shared {
     async fn route(self: Arc<Self>, request: Request<ResponseBody>) -> Response<ResponseBody> {
         let (parts, body) = request.into_parts();
+        let note = parts
+            .extensions
+            .get::<access::Note>()
+            .cloned()
+            .unwrap_or_default();
         let path = parts.uri.path();
         let method = &parts.method;
         if path == "/healthz" {
@@ -436,7 +459,7 @@ impl Shared {
             return error(StatusCode::BAD_REQUEST, &session_window_closed());
         }
         match (path, method.clone()) {
-            (MCP_PATH, Method::POST) => self.mcp_post(&parts.headers, body).await,
+            (MCP_PATH, Method::POST) => self.mcp_post(&parts.headers, body, &note).await,
             (MCP_PATH, Method::DELETE) => {
                 if self.config.legacy_window_open() {
                     json(StatusCode::OK, &json!({"status": "ok"}))
@@ -448,7 +471,7 @@ impl Shared {
             ("/sse", Method::GET) => crate::sse::open(&self),
             ("/sse", _) => method_not_allowed("GET"),
             ("/messages" | "/messages/", Method::POST) => {
-                crate::sse::post(&self, parts.uri.query(), &parts.headers, body).await
+                crate::sse::post(&self, parts.uri.query(), &parts.headers, body, &note).await
             }
             ("/messages" | "/messages/", _) => method_not_allowed("POST"),
             ("/readyz", Method::GET) => match self.dispatcher.readiness().await {
@@ -501,6 +524,7 @@ impl Shared {
         self: &Arc<Self>,
         headers: &HeaderMap,
         body: ResponseBody,
+        note: &access::Note,
     ) -> Response<ResponseBody> {
         if !is_json(headers) {
             return error(
@@ -523,6 +547,7 @@ impl Shared {
             Parsed::Refused(response) => response,
             Parsed::ClientResponse => empty_status(StatusCode::ACCEPTED),
             Parsed::Notification { method, message } => {
+                note.record(&method, &message);
                 let span = request_span_id(&message);
                 if method == "notifications/cancelled" {
                     let target = message
@@ -549,6 +574,7 @@ impl Shared {
                 method,
                 message,
             } => {
+                note.record(&method, &message);
                 if method == "initialize" && declares_stateless_era(headers, &message) {
                     // 2026-07-28 removed the handshake: a request of that era naming it asks for
                     // a method that no longer exists, answered as any unknown method is.

@@ -186,6 +186,7 @@ pub(crate) async fn post(
     query: Option<&str>,
     headers: &HeaderMap,
     body: ResponseBody,
+    note: &crate::access::Note,
 ) -> Response<ResponseBody> {
     let token = query
         .unwrap_or("")
@@ -210,8 +211,16 @@ pub(crate) async fn post(
     let (message, is_request) = match parse(&bytes) {
         Parsed::Refused(response) => return response,
         Parsed::ClientResponse => return accepted(None),
-        Parsed::Notification { message, .. } => (message, false),
-        Parsed::Request { message, .. } => (message, true),
+        Parsed::Notification { method, message } => {
+            note.record(&method, &message);
+            (message, false)
+        }
+        Parsed::Request {
+            method, message, ..
+        } => {
+            note.record(&method, &message);
+            (message, true)
+        }
     };
     let fallback = request_span_id(&message);
     let accepted_message = shared.dispatcher.accept(message, &stream.scope);

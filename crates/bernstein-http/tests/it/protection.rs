@@ -325,24 +325,95 @@ async fn a_read_only_sdd_is_not_ready() {
     let sdd = server.dir.path().join(".sdd");
     std::fs::create_dir_all(&sdd).unwrap();
     std::fs::set_permissions(&sdd, std::fs::Permissions::from_mode(0o555)).unwrap();
-    if rustix_probe_writable(&sdd) {
-        crate::support::skip(
-            "this user (root) can write a 0555 directory, so it is really writable",
-        );
+    let ready = if rustix_probe_writable(&sdd) {
+        // Root writes a 0555 directory, so the permission bits bind nothing: a read-only bind
+        // mount makes the directory truly read-only (EROFS) for every user instead.
         std::fs::set_permissions(&sdd, std::fs::Permissions::from_mode(0o755)).unwrap();
-        server.stop().await;
-        return;
-    }
-    let ready = server.request("GET", "/readyz", &[], b"").await;
-    std::fs::set_permissions(&sdd, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mount = match ReadOnlyBind::mount(&sdd) {
+            Ok(mount) => mount,
+            Err(reason) => {
+                crate::support::skip(&format!(
+                    "a read-only .sdd/ SKIPPED: this user (root) writes a 0555 directory, and a \
+                     read-only bind mount was refused ({reason}); run where mounting is allowed"
+                ));
+                server.stop().await;
+                return;
+            }
+        };
+        assert!(
+            !rustix_probe_writable(&sdd),
+            "the read-only bind mount is writable"
+        );
+        let ready = server.request("GET", "/readyz", &[], b"").await;
+        drop(mount);
+        ready
+    } else {
+        let ready = server.request("GET", "/readyz", &[], b"").await;
+        std::fs::set_permissions(&sdd, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ready
+    };
     assert_eq!(ready.status, 503);
+    let body = ready.json();
+    assert_eq!(body["status"], "unavailable");
     assert!(
-        ready.json()["reason"]
+        body["reason"]
             .as_str()
             .unwrap()
-            .contains(".sdd/ is not writable")
+            .contains(".sdd/ is not writable"),
+        "{body}"
     );
+    // Writable again: ready again, so the 503 came from the read-only directory alone.
+    let ready = server.request("GET", "/readyz", &[], b"").await;
+    assert_eq!(ready.status, 200, "{}", ready.body_text());
     server.stop().await;
+}
+
+/// A directory bind-mounted read-only onto itself, unmounted when dropped.
+#[cfg(unix)]
+struct ReadOnlyBind {
+    at: std::path::PathBuf,
+}
+
+#[cfg(unix)]
+impl ReadOnlyBind {
+    /// `mount --bind D D` then `mount -o remount,bind,ro D`, or says why not (mounting needs
+    /// root or `CAP_SYS_ADMIN`).
+    fn mount(at: &std::path::Path) -> Result<ReadOnlyBind, String> {
+        let run = |args: &[&str]| -> Result<(), String> {
+            let out = std::process::Command::new("mount")
+                .args(args)
+                .arg(at)
+                .output()
+                .map_err(|e| format!("cannot run mount: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+            }
+        };
+        run(&["--bind", at.to_str().ok_or("a non-UTF-8 path")?])?;
+        // From here on the bind exists, so a failed remount still unmounts it (on drop).
+        let mount = ReadOnlyBind { at: at.to_owned() };
+        run(&["-o", "remount,bind,ro"])?;
+        Ok(mount)
+    }
+}
+
+#[cfg(unix)]
+impl Drop for ReadOnlyBind {
+    fn drop(&mut self) {
+        let ok = std::process::Command::new("umount")
+            .arg(&self.at)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Something still holds the mount: detach it now, the kernel frees it later.
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.at)
+                .status();
+        }
+    }
 }
 
 /// Whether a file can be created in `dir` (then removed), to learn whether permissions bind us.

@@ -1,6 +1,7 @@
 //! The one integration-test binary of `bernstein-mcp`: the CLI driven as a user drives it, on
 //! copies of the golden vectors, with exit codes and JSON output shapes snapshot-tested.
 
+mod access_log_cli;
 mod audit_oracle_cli;
 mod completions_cli;
 mod dlp_cli;
