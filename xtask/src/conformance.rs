@@ -15,16 +15,13 @@
 //! reason); a failure not listed there, or an entry that now passes, fails the command. Against
 //! `bernstein-mcp`, which serves no fixtures, the counts are reported only.
 
-use std::io::Read as _;
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, ensure};
 use serde_json::Value;
 
-use crate::interop_drivers::ClientKit;
+use crate::interop_drivers::{ClientKit, HttpServer};
 use crate::{cargo, project_root};
 
 /// The SEP-2663 tasks-extension scenarios, run one at a time.
@@ -142,78 +139,6 @@ type Target = (
     bool,
 );
 
-/// A server under test, killed when dropped.
-struct Running {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // SIGINT first, so the server drains and removes its scratch project; then for sure.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn start(program: &Path, args: &[String], env: &[(String, String)]) -> anyhow::Result<Running> {
-    let port = free_port()?;
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .args(["--transport", "http", "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = command
-        .spawn()
-        .with_context(|| format!("start {}", program.display()))?;
-    let address = SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
-            break;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let mut stderr = String::new();
-            if let Some(mut pipe) = child.stderr.take() {
-                let _ = pipe.read_to_string(&mut stderr);
-            }
-            anyhow::bail!("{} exited with {status}:\n{stderr}", program.display());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "{} did not listen on {address} within 60 s",
-            program.display()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // Nobody reads the server's log from here on; let it go to a sink instead of filling a pipe.
-    drop(child.stderr.take());
-    Ok(Running {
-        child,
-        url: format!("http://{address}/mcp"),
-    })
-}
-
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     ensure!(args.is_empty(), "usage: cargo xtask conformance");
     let kit = match ClientKit::locate_or_install()? {
@@ -277,12 +202,12 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut problems = Vec::new();
     let mut summary = Vec::new();
     for (name, program, args, env, with_baseline) in &servers {
-        let server = start(program, args, env)?;
+        let server = HttpServer::start(program, args, env, None)?;
         for (index, suite) in suites().iter().enumerate() {
             let out = scratch.join(format!("out-{name}-{index}"));
             let mut command = Command::new(kit.wrapper(suite.wrapper));
             command
-                .args(["server", "--url", &server.url])
+                .args(["server", "--url", &server.url()])
                 .args(&suite.args)
                 .arg("-o")
                 .arg(&out)

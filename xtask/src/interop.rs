@@ -20,6 +20,9 @@
 //! `clients` drives the `bernstein-mcp` binary over stdio with the kit's real MCP clients
 //! (`interop_clients.rs`); `loop` runs the worker loop through a real client on the embedded
 //! store and against a live `bernstein serve`, then verifies the evidence (`interop_loop.rs`).
+//! With `--http` both run over `bernstein-mcp --transport http` instead: `clients` drives
+//! streamable HTTP without and with a bearer token and the SSE transport, `loop` drives
+//! streamable HTTP with a bearer.
 //!
 //! The reference ("oracle") is optional: when it is not installed `evidence` and `loop` say so
 //! and succeed without claiming anything. Install it with
@@ -81,11 +84,13 @@ impl Oracle {
 const STAGES: [&str; 4] = ["evidence", "chain", "clients", "loop"];
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
-    let only = match args {
+    let http = args.iter().any(|arg| arg == "--http");
+    let stages: Vec<&String> = args.iter().filter(|arg| *arg != "--http").collect();
+    let only = match stages.as_slice() {
         [] => None,
         [stage] if STAGES.contains(&stage.as_str()) => Some(stage.as_str()),
         _ => bail!(
-            "unknown interop stage {:?}; usage: cargo xtask interop [{}]",
+            "unknown interop stage {:?}; usage: cargo xtask interop [{}] [--http]",
             args.join(" "),
             STAGES.join(" | ")
         ),
@@ -94,7 +99,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     let mut ran = 0;
     for stage in STAGES.into_iter().filter(|s| only.is_none_or(|o| o == *s)) {
-        match run_stage(stage, &scratch) {
+        match run_stage(stage, &scratch, http) {
             Ok(Ran::Yes) => ran += 1,
             Ok(Ran::Skipped) => {}
             Err(err) => {
@@ -124,7 +129,7 @@ enum Ran {
 
 /// Runs one stage, or says SKIPPED (and succeeds) when a prerequisite is missing: the oracle
 /// for `evidence`, `chain` and `loop`, the real MCP clients for `clients` and `loop`.
-fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<Ran> {
+fn run_stage(stage: &str, scratch: &Path, http: bool) -> anyhow::Result<Ran> {
     let oracle = Oracle::locate();
     if oracle.is_none() && stage != "clients" {
         eprintln!(
@@ -153,8 +158,8 @@ fn run_stage(stage: &str, scratch: &Path) -> anyhow::Result<Ran> {
     };
     let binary = bernstein_mcp_binary()?;
     match (&oracle, stage) {
-        (Some(oracle), "loop") => interop_loop::run(oracle, &kit, &binary, scratch)?,
-        _ => interop_clients::run(&kit, &binary, scratch)?,
+        (Some(oracle), "loop") => interop_loop::run(oracle, &kit, &binary, scratch, http)?,
+        _ => interop_clients::run(&kit, &binary, scratch, http)?,
     }
     Ok(Ran::Yes)
 }

@@ -433,13 +433,28 @@ fn called_tools(steps: &[&Step]) -> Vec<String> {
 /// One client through the whole script in a fresh project.
 fn drive(
     client: Client,
+    wire: Wire,
     kit: &ClientKit,
     binary: &Path,
     dir: &Path,
     tools: &[String],
 ) -> anyhow::Result<Transcript> {
     let project = Project::create(dir)?;
-    let server = Server::bernstein_mcp(binary, &project);
+    let stdio = Server::bernstein_mcp(binary, &project);
+    // Over HTTP and SSE one listener serves every request of the script; it is stopped before
+    // the evidence is verified, so the verifier reads a project nobody writes any more.
+    let (listener, server) = match wire {
+        Wire::Stdio => (None, stdio),
+        Wire::Http { bearer } | Wire::Sse { bearer } => {
+            let token = bearer.then_some(BEARER);
+            let (listener, server) = stdio.over_http(
+                token,
+                matches!(wire, Wire::Sse { .. }),
+                &dir.join("server.log"),
+            )?;
+            (Some(listener), server)
+        }
+    };
     let mut transcript = Transcript::default();
 
     // Inspector `modern` gets a task back from bernstein_run and polls it until it settles,
@@ -555,6 +570,7 @@ fn drive(
         },
     );
 
+    drop(listener);
     // The evidence every call left must verify offline.
     transcript.note(
         "bernstein-mcp verify",
@@ -591,38 +607,100 @@ fn claim_when_created(
     }
 }
 
-/// The clients stage: every client and mode through the script. Fails when any step failed.
-pub(crate) fn run(kit: &ClientKit, binary: &Path, scratch: &Path) -> anyhow::Result<()> {
+/// How the script reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    /// Each client starts the server over stdio.
+    Stdio,
+    /// One `--transport http` server, reached on `/mcp`; with a bearer token when `bearer`.
+    Http { bearer: bool },
+    /// The same server reached through the SSE transport (`GET /sse`, `POST /messages`).
+    Sse { bearer: bool },
+}
+
+impl Wire {
+    fn label(self) -> &'static str {
+        match self {
+            Wire::Stdio => "stdio",
+            Wire::Http { bearer: false } => "http",
+            Wire::Http { bearer: true } => "http+bearer",
+            Wire::Sse { bearer: false } => "sse",
+            Wire::Sse { bearer: true } => "sse+bearer",
+        }
+    }
+}
+
+/// The static bearer the HTTP servers of this stage require when they require one.
+const BEARER: &str = "interop-clients-bearer";
+
+/// Every client and protocol mode the kit has.
+const CLIENTS: [Client; 6] = [
+    Client::Python("legacy"),
+    Client::Python("auto"),
+    Client::Python("2026-07-28"),
+    Client::Inspector("legacy"),
+    Client::Inspector("modern"),
+    Client::TypeScript,
+];
+
+/// The (client, wire) pairs of the stage. Over stdio every client runs once. With `--http`
+/// every client runs over streamable HTTP without and with a bearer token, and the two
+/// clients that speak SSE (the Python SDK's `sse_client` and Inspector `--transport sse`, both
+/// with the initialize handshake, as SSE has no other) run over SSE, again without and with
+/// the token.
+fn matrix(http: bool) -> Vec<(Client, Wire)> {
+    if !http {
+        return CLIENTS
+            .iter()
+            .map(|&client| (client, Wire::Stdio))
+            .collect();
+    }
+    let mut pairs = Vec::new();
+    for bearer in [false, true] {
+        pairs.extend(
+            CLIENTS
+                .iter()
+                .map(|&client| (client, Wire::Http { bearer })),
+        );
+    }
+    for bearer in [false, true] {
+        pairs.push((Client::Python("legacy"), Wire::Sse { bearer }));
+        pairs.push((Client::Inspector("legacy"), Wire::Sse { bearer }));
+    }
+    pairs
+}
+
+/// The clients stage: every client and mode through the script, over stdio, or over HTTP and
+/// SSE with `http`. Fails when any step failed.
+pub(crate) fn run(
+    kit: &ClientKit,
+    binary: &Path,
+    scratch: &Path,
+    http: bool,
+) -> anyhow::Result<()> {
     let tools = catalogue_names()?;
-    let clients = [
-        Client::Python("legacy"),
-        Client::Python("auto"),
-        Client::Python("2026-07-28"),
-        Client::Inspector("legacy"),
-        Client::Inspector("modern"),
-        Client::TypeScript,
-    ];
     let mut failed = Vec::new();
-    for client in clients {
+    for (client, wire) in matrix(http) {
         let started = Instant::now();
         let dir = scratch.join(format!(
-            "clients-{}-{}",
+            "clients-{}-{}-{}",
             client.wrapper(),
-            client.mode().replace('-', "")
+            client.mode().replace('-', ""),
+            wire.label().replace('+', "-")
         ));
-        let transcript = drive(client, kit, binary, &dir, &tools)?;
+        let transcript = drive(client, wire, kit, binary, &dir, &tools)?;
         let total = transcript.verdicts.len();
         let passed = transcript.passed();
+        let label = format!("{} over {}", client.label(), wire.label());
         eprintln!(
-            "interop: clients {}: {passed}/{total} ok ({:.1} s)",
-            client.label(),
+            "interop: clients {label}: {passed}/{total} ok ({:.1} s)",
             started.elapsed().as_secs_f64()
         );
-        for (label, why) in transcript.failures() {
-            eprintln!("interop:   FAILED {label}: {why}");
+        for (step, why) in transcript.failures() {
+            eprintln!("interop:   FAILED {step}: {why}");
         }
         if passed != total {
-            failed.push(client.label());
+            failed.push(label);
         }
     }
     if !failed.is_empty() {
@@ -664,5 +742,30 @@ mod tests {
             .chain(&closing)
             .collect();
         assert_eq!(called_tools(&steps), tools);
+    }
+
+    #[test]
+    fn http_runs_every_client_with_and_without_a_token_and_sse_where_clients_have_it() {
+        assert_eq!(matrix(false).len(), CLIENTS.len());
+        assert!(matrix(false).iter().all(|(_, wire)| *wire == Wire::Stdio));
+        let http = matrix(true);
+        for client in CLIENTS {
+            for bearer in [false, true] {
+                assert!(
+                    http.contains(&(client, Wire::Http { bearer })),
+                    "{client:?}"
+                );
+            }
+        }
+        let sse: Vec<_> = http
+            .iter()
+            .filter(|(_, wire)| matches!(wire, Wire::Sse { .. }))
+            .collect();
+        assert_eq!(sse.len(), 4);
+        assert!(
+            sse.iter()
+                .all(|(client, _)| client.mode() == "legacy" && *client != Client::TypeScript)
+        );
+        assert!(http.iter().all(|(_, wire)| *wire != Wire::Stdio));
     }
 }

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
@@ -116,14 +117,122 @@ impl ClientKit {
     pub(crate) fn wrapper(&self, name: &str) -> PathBuf {
         self.bin.join(name)
     }
+
+    /// The kit's Python, the virtualenv that holds the SDK `mcp`.
+    pub(crate) fn python(&self) -> PathBuf {
+        self.bin.join("../py/bin/python")
+    }
 }
 
-/// A stdio server command line and the environment it needs.
+/// A server command line, the environment it needs, and how clients reach it.
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
     pub(crate) program: PathBuf,
     pub(crate) args: Vec<String>,
     pub(crate) env: Vec<(String, String)>,
+    pub(crate) endpoint: Endpoint,
+}
+
+/// How a client reaches the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    /// The client starts the server command line itself and talks over its stdio.
+    Stdio,
+    /// Streamable HTTP at `url` (`…/mcp`) of a server already listening.
+    Http { url: String, token: Option<String> },
+    /// The SSE transport at `url` (`…/sse`) of a server already listening.
+    Sse { url: String, token: Option<String> },
+}
+
+/// A `--transport http` server on a free loopback port, stopped (SIGINT, then SIGKILL) when
+/// dropped.
+pub(crate) struct HttpServer {
+    child: Child,
+    base: String,
+}
+
+impl HttpServer {
+    /// Starts `program args --transport http --host 127.0.0.1 --port P` with `env` added and
+    /// waits until it accepts connections. Its log goes to `log` when given, else nowhere.
+    pub(crate) fn start(
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log: Option<&Path>,
+    ) -> anyhow::Result<HttpServer> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::File::create(path)
+                    .with_context(|| format!("create {}", path.display()))?,
+            ),
+            None => Stdio::null(),
+        };
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .args(["--transport", "http", "--host", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("start {}", program.display()))?;
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log_tail = log
+                    .and_then(|path| std::fs::read_to_string(path).ok())
+                    .map(|text| tail(&text, 10))
+                    .unwrap_or_default();
+                bail!("{} exited with {status}:\n{log_tail}", program.display());
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "{} did not listen on {address} within 60 s",
+                    program.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(HttpServer {
+            child,
+            base: format!("http://{address}"),
+        })
+    }
+
+    /// The streamable HTTP endpoint, `http://127.0.0.1:P/mcp`.
+    pub(crate) fn url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// The SSE transport's stream endpoint, `http://127.0.0.1:P/sse`.
+    pub(crate) fn sse_url(&self) -> String {
+        format!("{}/sse", self.base)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        // SIGINT first, so the server drains its in-flight calls; then for sure.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Server {
@@ -141,7 +250,41 @@ impl Server {
                 "BERNSTEIN_AUDIT_KEY_PATH".to_owned(),
                 project.key.display().to_string(),
             )],
+            endpoint: Endpoint::Stdio,
         }
+    }
+
+    /// Serves this command line over HTTP (adding `BERNSTEIN_MCP_TOKEN` when `token` is given,
+    /// logging to `log`) and returns the listener with this server pointed at its `/mcp`, or at
+    /// its `/sse` when `sse`.
+    pub(crate) fn over_http(
+        &self,
+        token: Option<&str>,
+        sse: bool,
+        log: &Path,
+    ) -> anyhow::Result<(HttpServer, Server)> {
+        let mut env = self.env.clone();
+        if let Some(token) = token {
+            env.push(("BERNSTEIN_MCP_TOKEN".to_owned(), token.to_owned()));
+        }
+        let listener = HttpServer::start(&self.program, &self.args, &env, Some(log))?;
+        let token = token.map(str::to_owned);
+        let endpoint = if sse {
+            Endpoint::Sse {
+                url: listener.sse_url(),
+                token,
+            }
+        } else {
+            Endpoint::Http {
+                url: listener.url(),
+                token,
+            }
+        };
+        let server = Server {
+            endpoint,
+            ..self.clone()
+        };
+        Ok((listener, server))
     }
 
     /// The command line as one POSIX-shell string, the form `mcp-py-client` and
@@ -258,15 +401,41 @@ impl Client {
         if ops.is_empty() {
             return Vec::new();
         }
-        let mut command = Command::new(kit.wrapper(self.wrapper()));
-        for (name, value) in &server.env {
-            command.arg("--env").arg(format!("{name}={value}"));
+        let mut command = match (&server.endpoint, self) {
+            (Endpoint::Sse { .. }, Client::Python(_)) => {
+                // The kit's driver with the SDK's `sse_client` put in for streamable HTTP.
+                let mut command = Command::new(kit.python());
+                command
+                    .arg(project_root().join("xtask/assets/py_sse_client.py"))
+                    .arg(kit.wrapper("py_client.py"));
+                command
+            }
+            (Endpoint::Sse { .. }, _) => {
+                let message = format!("{} has no SSE transport", self.wrapper());
+                return ops.iter().map(|_| Reply::failed(message.clone())).collect();
+            }
+            _ => Command::new(kit.wrapper(self.wrapper())),
+        };
+        command.arg("--timeout").arg("90");
+        let (transport, target, token) = match &server.endpoint {
+            Endpoint::Stdio => {
+                for (name, value) in &server.env {
+                    command.arg("--env").arg(format!("{name}={value}"));
+                }
+                ("stdio", server.command_line(), None)
+            }
+            Endpoint::Http { url, token } | Endpoint::Sse { url, token } => {
+                ("http", url.clone(), token.as_deref())
+            }
+        };
+        if let Some(token) = token {
+            command.arg("--token").arg(token);
         }
-        command.arg("--timeout").arg("90").arg("stdio");
+        command.arg(transport);
         if let Client::Python(mode) = self {
             command.arg(mode);
         }
-        command.arg(server.command_line());
+        command.arg(target);
         for op in ops {
             command.arg(op.driver_json().to_string());
         }
@@ -298,11 +467,31 @@ impl Client {
             "json",
             "-q",
         ]);
-        for (name, value) in &server.env {
-            command.arg("-e").arg(format!("{name}={value}"));
+        match &server.endpoint {
+            Endpoint::Stdio => {
+                for (name, value) in &server.env {
+                    command.arg("-e").arg(format!("{name}={value}"));
+                }
+                command.args(method_args).arg("--").arg(&server.program);
+                command.args(&server.args);
+            }
+            Endpoint::Http { url, token } | Endpoint::Sse { url, token } => {
+                let transport = if matches!(server.endpoint, Endpoint::Sse { .. }) {
+                    "sse"
+                } else {
+                    "http"
+                };
+                // The URL goes before the method's flags: `--prompt-args` takes every word
+                // after it, so a URL after it would be read as one more argument.
+                command.arg(url).args(["--transport", transport]);
+                if let Some(token) = token {
+                    command
+                        .arg("--header")
+                        .arg(format!("Authorization: Bearer {token}"));
+                }
+                command.args(method_args);
+            }
         }
-        command.args(method_args).arg("--").arg(&server.program);
-        command.args(&server.args);
         Running::spawn(&mut command, CLIENT_TIMEOUT)
     }
 }

@@ -30,7 +30,8 @@ use serde_json::Value;
 use crate::interop::Oracle;
 use crate::interop_clients::{claim_step, run_step_with, worker_steps};
 use crate::interop_drivers::{
-    Client, ClientKit, Project, Running, Server, Transcript, brief, exit_zero, tail, verify_project,
+    Client, ClientKit, HttpServer, Project, Running, Server, Transcript, brief, exit_zero, tail,
+    verify_project,
 };
 
 /// The role of the run's task, which the worker claims by.
@@ -48,10 +49,11 @@ pub(crate) fn run(
     kit: &ClientKit,
     binary: &Path,
     scratch: &Path,
+    http: bool,
 ) -> anyhow::Result<()> {
     let dir = scratch.join("loop-embedded");
     let project = Project::create(&dir)?;
-    let server = Server::bernstein_mcp(binary, &project);
+    let (_listener, server) = reach(Server::bernstein_mcp(binary, &project), http, &dir)?;
     let embedded = worker_loop(
         kit,
         &server,
@@ -72,6 +74,7 @@ pub(crate) fn run(
         server
             .env
             .push(("BERNSTEIN_AUTH_TOKEN".to_owned(), TOKEN.to_owned()));
+        let (_listener, server) = reach(server, http, &dir)?;
         let remote = worker_loop(kit, &server, None, oracle, binary, &project, &dir);
         if remote.passed() != remote.verdicts.len() {
             eprintln!(
@@ -114,6 +117,21 @@ pub(crate) fn run(
         bail!("the worker loop failed on: {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// The bearer the MCP server requires when the loop runs over HTTP.
+const MCP_BEARER: &str = "interop-loop-mcp-bearer";
+
+/// `server` as the loop's client reaches it: itself over stdio, or, with `http`, a
+/// `--transport http` listener started from it that requires [`MCP_BEARER`] (logging to
+/// `dir/mcp-http.log`), kept running as long as the returned guard lives.
+fn reach(server: Server, http: bool, dir: &Path) -> anyhow::Result<(Option<HttpServer>, Server)> {
+    if !http {
+        return Ok((None, server));
+    }
+    let (listener, server) =
+        server.over_http(Some(MCP_BEARER), false, &dir.join("mcp-http.log"))?;
+    Ok((Some(listener), server))
 }
 
 /// One worker loop through `server`, then the offline checks of the project it wrote. The

@@ -5,10 +5,11 @@
 //! * `tidy`: repository hygiene and crate layering (also run by `cargo test`);
 //! * `codegen [--check]`: generated docs (`docs/tools.md`) from the live tool catalogue;
 //! * `bench`: the benchmarks, side by side with the reference when it is installed;
-//! * `interop [evidence | clients | loop]`: feeds trees written by bernstein-mcp to the
-//!   reference's own verifiers (`evidence`), drives the binary over stdio with real MCP clients
-//!   (`clients`), and runs the worker loop end to end on both backends (`loop`); no stage runs
-//!   them all;
+//! * `interop [evidence | chain | clients | loop] [--http]`: feeds trees written by
+//!   bernstein-mcp to the reference's own verifiers (`evidence`), drives the binary over stdio
+//!   with real MCP clients (`clients`), and runs the worker loop end to end on both backends
+//!   (`loop`); no stage runs them all; `--http` runs `clients` and `loop` over
+//!   `--transport http` (streamable HTTP, with and without a bearer, and SSE);
 //! * `fuzz [--seconds N] [TARGET...]`: the cargo-fuzz targets in `fuzz/` (nightly), N seconds
 //!   each, seeded with the committed corpus.
 //! * `conformance`: the official MCP conformance suites (0.1.16 and 0.2.0-alpha.12) against the
@@ -62,7 +63,7 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: cargo xtask <tidy | codegen [--check] | bench [NAME] | \
-                 interop [evidence | clients | loop] | fuzz [--seconds N] [TARGET...] | \
+                 interop [evidence | chain | clients | loop] [--http] | fuzz [--seconds N] [TARGET...] | \
                  conformance | soak [kill | writers | disk] | syscalls>"
             );
             return ExitCode::from(2);
