@@ -63,7 +63,12 @@ pub(crate) fn run(
         &project,
         &dir,
     );
-    report("embedded", &embedded);
+    let wire = if http {
+        "over http+bearer"
+    } else {
+        "over stdio"
+    };
+    report(&format!("embedded {wire}"), &embedded);
 
     let dir = scratch.join("loop-remote");
     let project = Project::create(&dir)?;
@@ -87,7 +92,7 @@ pub(crate) fn run(
         }
         remote
     };
-    report("remote", &remote);
+    report(&format!("remote {wire}"), &remote);
     explain_run_status(&project, &remote);
 
     let mut differing = 0;
