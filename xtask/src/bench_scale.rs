@@ -78,6 +78,10 @@ struct Options {
     sizes: Vec<usize>,
     calls: usize,
     seconds: u64,
+    /// With `--open N`, only the newest N tasks of each project are left open (the rest are
+    /// settled), as in a project that has lived; without it every task is open, the worst case
+    /// for the claimable backlog.
+    open: Option<usize>,
     write_docs: bool,
 }
 
@@ -87,10 +91,11 @@ impl Options {
             sizes: DEFAULT_SIZES.to_vec(),
             calls: DEFAULT_CALLS,
             seconds: DEFAULT_SECONDS,
+            open: None,
             write_docs: true,
         };
         let usage = "usage: cargo xtask bench scale [--sizes 1000,10000,100000] [--calls N] \
-                     [--seconds S] [--no-docs]";
+                     [--seconds S] [--open N] [--no-docs]";
         let mut args = args.iter();
         while let Some(flag) = args.next() {
             if flag == "--no-docs" {
@@ -115,6 +120,7 @@ impl Options {
                 }
                 "--calls" => options.calls = positive(value)?,
                 "--seconds" => options.seconds = positive(value)? as u64,
+                "--open" => options.open = Some(positive(value)?),
                 other => bail!("unknown argument {other:?}; {usage}"),
             }
         }
@@ -205,7 +211,7 @@ fn run_in(scratch: &Path, binary: &Path, options: &Options) -> anyhow::Result<()
             std::fs::create_dir_all(project.join(".sdd"))?;
         } else {
             let fill_dir = Scratch::new_in(&fill_base, "scale-fill")?;
-            fill(fill_dir.path(), tasks, &key)?;
+            fill(fill_dir.path(), tasks, options.open.unwrap_or(tasks), &key)?;
             copy_tree(fill_dir.path(), &project)?;
         }
         let fill = started.elapsed();
@@ -225,9 +231,14 @@ fn run_in(scratch: &Path, binary: &Path, options: &Options) -> anyhow::Result<()
     let report = render_report(&results, options);
     println!("{report}");
     if options.write_docs {
-        let chart = project_root().join("docs/bench-scale.svg");
-        draw_chart(&chart, &results)?;
-        bench_doc::write_section("scale", &render_doc(&report, options))?;
+        // The worst case (every task open) and the lived-in project (`--open N`) keep their
+        // own sections and charts, so one run does not erase the other.
+        let (section, chart) = match options.open {
+            None => ("scale", "bench-scale.svg"),
+            Some(_) => ("scale-lived", "bench-scale-lived.svg"),
+        };
+        draw_chart(&project_root().join("docs").join(chart), &results)?;
+        bench_doc::write_section(section, &render_doc(&report, options, chart))?;
     }
     Ok(())
 }
@@ -236,13 +247,28 @@ fn run_in(scratch: &Path, binary: &Path, options: &Options) -> anyhow::Result<()
 // The fill.
 
 /// Fills the project at `dir` with `tasks` open tasks and one anchored call per task.
-fn fill(dir: &Path, tasks: usize, key: &AuditKey) -> anyhow::Result<()> {
+fn fill(dir: &Path, tasks: usize, open: usize, key: &AuditKey) -> anyhow::Result<()> {
+    fill_in_batches(dir, tasks, open, FILL_BATCH, key)
+}
+
+/// [`fill`] with `batch` tasks per plan.
+fn fill_in_batches(
+    dir: &Path,
+    tasks: usize,
+    open: usize,
+    batch_size: usize,
+    key: &AuditKey,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir.join(".sdd"))?;
     let store = EmbeddedStore::open(dir, Some(key.clone()))?;
     let anchor = Anchor::open(dir, DEFAULT_ANCHOR_RUN_ID, key.clone())?;
+    // The oldest `tasks - open` tasks are settled: their plans are rejected, which cancels
+    // them in one transaction per batch. The newest `open` tasks are opened by approval.
+    let settled = tasks.saturating_sub(open);
     let mut made = 0;
     while made < tasks {
-        let batch = FILL_BATCH.min(tasks - made);
+        let limit = if made < settled { settled } else { tasks };
+        let batch = batch_size.min(limit - made);
         let mut requests = Vec::with_capacity(batch);
         for n in made..made + batch {
             let goal = format!("scale benchmark task {n}");
@@ -251,7 +277,11 @@ fn fill(dir: &Path, tasks: usize, key: &AuditKey) -> anyhow::Result<()> {
             requests.push(NewTask::new(goal.clone(), goal));
         }
         let plan = store.create_plan(&format!("scale benchmark batch {made}"), requests)?;
-        store.approve_plan(&plan.content.id, "scale benchmark fill")?;
+        if made < settled {
+            store.reject_plan(&plan.content.id, "scale benchmark fill: settled")?;
+        } else {
+            store.approve_plan(&plan.content.id, "scale benchmark fill")?;
+        }
         made += batch;
     }
     store.compact()?;
@@ -541,19 +571,36 @@ fn verdict(met: bool) -> &'static str {
     if met { "(met)" } else { "(MISSED)" }
 }
 
-fn render_doc(report: &str, options: &Options) -> String {
+fn render_doc(report: &str, options: &Options, chart: &str) -> String {
+    let (title, tasks, command) = match options.open {
+        None => (
+            "every task open (the worst case)".to_owned(),
+            "one open task per task, tasks created in batches of {FILL_BATCH} through plan \
+             approval"
+                .replace("{FILL_BATCH}", &FILL_BATCH.to_string()),
+            "cargo xtask bench scale".to_owned(),
+        ),
+        Some(open) => (
+            format!("a project that has lived ({open} tasks open, the rest settled)"),
+            format!(
+                "the newest {open} tasks open and every older one settled, tasks created in \
+                 batches of {FILL_BATCH} through plans, approved for the open tasks and rejected \
+                 (which cancels them) for the settled ones"
+            ),
+            format!("cargo xtask bench scale --open {open}"),
+        ),
+    };
     format!(
-        "## Scale: per-call cost as the project grows\n\n\
-         Measured by `cargo xtask bench scale` (issue 13). Each project is filled \
-         in-process through the store and anchoring APIs the server uses (one anchored \
-         `bernstein_run` call and one open task per task, tasks created in batches of \
-         {FILL_BATCH} through plan approval, the task log compacted), on a tmpfs, then copied to \
-         disk; the servers then run on the disk copy. Every series is at most {} calls or {} s. \
-         \"2p\" is two server processes on the same workdir, called alternately.\n\n\
-         ![latency against project size](bench-scale.svg)\n\n\
+        "## Scale: per-call cost as the project grows, {title}\n\n\
+         Measured by `{command}` (issue 13). Each project is filled in-process through the \
+         store and anchoring APIs the server uses (one anchored `bernstein_run` call per task; \
+         {tasks}; the task log compacted), on a tmpfs, then copied to disk; the servers then \
+         run on the disk copy. Every series is at most {} calls or {} s. \"2p\" is two server \
+         processes on the same workdir, called alternately.\n\n\
+         ![latency against project size]({chart})\n\n\
          ```text\n{}\n```\n\n\
-         Reproduce: `cargo xtask bench scale` (about 10 minutes on 2 cores; \
-         `--sizes 1000,10000` for a quick run).\n",
+         Reproduce: `{command}` (about 10 minutes on 2 cores; `--sizes 1000,10000` for a \
+         quick run).\n",
         options.calls,
         options.seconds,
         report.trim()
@@ -612,6 +659,8 @@ mod tests {
             "5",
             "--seconds",
             "2",
+            "--open",
+            "7",
             "--no-docs",
         ])
         .unwrap();
@@ -621,9 +670,11 @@ mod tests {
                 sizes: vec![10, 20],
                 calls: 5,
                 seconds: 2,
+                open: Some(7),
                 write_docs: false
             }
         );
+        assert!(parse(&["--open", "0"]).is_err());
         assert!(parse(&["--sizes", "10,0"]).is_err());
         assert!(parse(&["--calls"]).is_err());
         assert!(parse(&["--fast"]).is_err());
@@ -652,7 +703,7 @@ mod tests {
         // row per task and the chain verifies.
         let dir = tempfile::tempdir().unwrap();
         let key = AuditKey::from_master_bytes(BENCH_KEY.trim().as_bytes().to_vec());
-        fill(dir.path(), 5, &key).unwrap();
+        fill(dir.path(), 5, 5, &key).unwrap();
         let store = EmbeddedStore::open(dir.path(), Some(key.clone())).unwrap();
         assert_eq!(store.status_summary().unwrap().open, 5);
         let journal = std::fs::read_to_string(
@@ -672,5 +723,19 @@ mod tests {
         let report = bernstein_journal::audit::verify(&dir.path().join(".sdd/audit"), &key);
         assert!(report.ok(), "{report:?}");
         assert!(report.entries >= 5);
+    }
+
+    #[test]
+    fn a_lived_in_fill_leaves_only_the_newest_tasks_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = AuditKey::from_master_bytes(BENCH_KEY.trim().as_bytes().to_vec());
+        // Batches of 4: 11 tasks, the newest 5 open, so the settled part ends inside a batch
+        // and the open part spans two.
+        fill_in_batches(dir.path(), 11, 5, 4, &key).unwrap();
+        let store = EmbeddedStore::open(dir.path(), Some(key)).unwrap();
+        let summary = store.status_summary().unwrap();
+        assert_eq!(summary.total, 11);
+        assert_eq!(summary.open, 5);
+        assert_eq!((summary.claimed, summary.done, summary.failed), (0, 0, 0));
     }
 }
