@@ -10,8 +10,9 @@
 //!   16 concurrent clients; each bounded by `--seconds` (default 1800), after which the stage
 //!   reports the kills it survived;
 //! * `writers`: four stdio servers on one workdir for `--seconds` (default 60, capped at 600)
-//!   of load, then the call order, both chain verifiers and the task transitions, and once
-//!   more beside the reference's chain writer;
+//!   of load, then the call order, both chain verifiers and the task transitions; the same with
+//!   two stdio and two HTTP servers; and once more with four stdio servers beside the
+//!   reference's chain writer;
 //! * `disk`: `.sdd/` on a small tmpfs that fills up, and remounted read-only (needs root).
 //!
 //! Without a stage, every stage runs. The seed is printed, and `--seed` replays a run.

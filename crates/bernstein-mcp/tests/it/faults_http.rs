@@ -165,6 +165,9 @@ struct Shared {
     paused: AtomicBool,
     stop: AtomicBool,
     in_flight: AtomicUsize,
+    /// Whether the server is killed under the clients: a call without a whole answer is then
+    /// expected (and not acknowledged); otherwise it is recorded as an error.
+    kills: bool,
 }
 
 fn client(shared: Arc<Shared>, name: String) {
@@ -201,10 +204,22 @@ fn client(shared: Arc<Shared>, name: String) {
                     worker.restart();
                 }
             },
-            Err(_) => {
+            Err(_) if shared.kills => {
                 // No whole answer: the server died under the call, which was not acknowledged.
                 worker.restart();
                 std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(reason) => {
+                // Nobody kills this server, so a call without a whole answer (a refused
+                // connection, or no answer within the read timeout) is a failure to report,
+                // not a retry to hide; this client stops at the first.
+                shared
+                    .errors
+                    .lock()
+                    .unwrap()
+                    .push(json!({"tool": tool, "no answer": reason}));
+                shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+                return;
             }
         }
         shared.in_flight.fetch_sub(1, Ordering::SeqCst);
@@ -237,6 +252,7 @@ pub(crate) fn http_kill_under_load(kills: u64, seed: u64, deadline: Option<Insta
         paused: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
+        kills: true,
     });
     let threads: Vec<_> = (0..CLIENTS)
         .map(|c| {
@@ -334,6 +350,7 @@ impl HttpLoad {
                 paused: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 in_flight: AtomicUsize::new(0),
+                kills: false,
             });
             for c in 0..clients {
                 let shared = Arc::clone(&shared);
