@@ -357,7 +357,7 @@ fn http_runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-fn http_scratch() -> HttpScratch {
+async fn http_scratch() -> HttpScratch {
     let project = tempfile::tempdir().expect("scratch project");
     // As the HTTP binary builds it: workdirs confined to the project, both transports listed.
     let dispatcher = Dispatcher::builder(project.path())
@@ -375,6 +375,12 @@ fn http_scratch() -> HttpScratch {
         ])
         .build()
         .expect("dispatcher on a scratch project");
+    // The embedded store opens on a thread of its own, creating its lock files under
+    // `.sdd/runtime/` while the first request may already run; the readiness probe waits for
+    // that open (and writes nothing), so what the request writes is all that changes after
+    // it (`fuzz/regressions/http_request/store-open-races-the-request`).
+    let ready = dispatcher.readiness().await;
+    assert!(ready.is_ok(), "the scratch project is not ready: {ready:?}");
     let metrics: MetricsRenderer = Arc::new(|| "# fuzz\n".to_owned());
     let config = HttpConfig::builder(([127, 0, 0, 1], 8053).into())
         .auth_type("bearer")
@@ -466,7 +472,7 @@ pub fn http_request(data: &[u8]) {
         let HttpScratch {
             project,
             mut service,
-        } = http_scratch();
+        } = http_scratch().await;
         let sdd = project.path().join(".sdd");
         let before = files_under(&sdd);
         let answered = tokio::time::timeout(ANSWER_WITHIN, async {
