@@ -12,15 +12,19 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use bernstein_http::{HttpConfig, McpHttp, MetricsRenderer};
 use bernstein_journal::audit;
 use bernstein_journal::dlp::{self, DlpMode};
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal;
-use bernstein_mcp_core::{CallScope, DiscardNotifications, Dispatcher};
+use bernstein_mcp_core::{CallScope, DiscardNotifications, Dispatcher, TransportInfo};
 use bernstein_protocol::pyjson::{Dialect, Value};
 use bernstein_tools::{Catalogue, ToolConfig, firewall};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use serde_json::Value as JsonValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower::Service;
 
 /// How long one input may keep the dispatcher or the stdio server busy before it counts as a
 /// hang.
@@ -280,4 +284,253 @@ pub fn firewall(data: &[u8]) {
         firewall::deny_rules(&firewall::drop_nulls(arguments)),
         denied
     );
+}
+
+/// The bearer token of the `http_request` server; seeds that should pass auth send it.
+const HTTP_TOKEN: &str = "dev-token";
+
+/// The request body limit of the `http_request` server, small so that 413 is reachable.
+const HTTP_BODY_LIMIT: usize = 64 * 1024;
+
+/// The methods an `http_request` input picks from when its method token is not one `http`
+/// accepts.
+const HTTP_METHODS: [http::Method; 7] = [
+    http::Method::GET,
+    http::Method::POST,
+    http::Method::DELETE,
+    http::Method::OPTIONS,
+    http::Method::HEAD,
+    http::Method::PUT,
+    http::Method::PATCH,
+];
+
+/// The paths an `http_request` input picks from when its path is not a valid request target.
+const HTTP_PATHS: [&str; 8] = [
+    "/mcp",
+    "/sse",
+    "/messages",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/.well-known/oauth-protected-resource",
+    "/",
+];
+
+/// The headers an `http_request` input sets; a header line naming another maps onto one of
+/// these, so mutated names still exercise the checks.
+const HTTP_HEADERS: [&str; 12] = [
+    "host",
+    "origin",
+    "content-type",
+    "accept",
+    "authorization",
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "mcp-method",
+    "mcp-name",
+    "x-forwarded-proto",
+    "last-event-id",
+    "access-control-request-method",
+];
+
+/// The statuses `docs/http.md` documents for the HTTP transports (200 and 204 include the CORS
+/// preflight answers).
+const HTTP_STATUSES: [u16; 14] = [
+    200, 202, 204, 400, 401, 403, 404, 405, 406, 408, 413, 415, 421, 503,
+];
+
+/// A fresh scratch project per `http_request` input: the transport keeps nothing between
+/// requests that an answer depends on, and a project of its own lets the property see exactly
+/// what one request wrote under `.sdd/`.
+struct HttpScratch {
+    project: tempfile::TempDir,
+    service: McpHttp,
+}
+
+fn http_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    })
+}
+
+async fn http_scratch() -> HttpScratch {
+    let project = tempfile::tempdir().expect("scratch project");
+    // As the HTTP binary builds it: workdirs confined to the project, both transports listed.
+    let dispatcher = Dispatcher::builder(project.path())
+        .audit_key(AuditKey::from_master_bytes(AUDIT_KEY.trim_ascii().to_vec()))
+        .confine_workdirs(true)
+        .transports(vec![
+            TransportInfo::Http {
+                path: "/mcp".to_owned(),
+                default: true,
+            },
+            TransportInfo::Sse {
+                command: "bernstein-mcp --transport http".to_owned(),
+                default: false,
+            },
+        ])
+        .build()
+        .expect("dispatcher on a scratch project");
+    // The embedded store opens on a thread of its own, creating its lock files under
+    // `.sdd/runtime/` while the first request may already run; the readiness probe waits for
+    // that open (and writes nothing), so what the request writes is all that changes after
+    // it (`fuzz/regressions/http_request/store-open-races-the-request`).
+    let ready = dispatcher.readiness().await;
+    assert!(ready.is_ok(), "the scratch project is not ready: {ready:?}");
+    let metrics: MetricsRenderer = Arc::new(|| "# fuzz\n".to_owned());
+    let config = HttpConfig::builder(([127, 0, 0, 1], 8053).into())
+        .auth_type("bearer")
+        .bearer_token(Some(HTTP_TOKEN.to_owned()))
+        .oauth_issuer(Some("https://idp.example.com".to_owned()))
+        .body_limit(HTTP_BODY_LIMIT)
+        .metrics(Some(metrics))
+        .build()
+        .expect("HTTP configuration");
+    HttpScratch {
+        project,
+        service: McpHttp::new(dispatcher, config),
+    }
+}
+
+/// Every file under `dir` with its length, sorted.
+fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
+    fn walk(dir: &Path, out: &mut Vec<(std::path::PathBuf, u64)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push((path, entry.metadata().map_or(0, |m| m.len())));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Decodes an `http_request` input, which reads like an HTTP/1.1 request: a first line
+/// `METHOD PATH`, header lines `name: value`, an empty line, then the body (all of it bytes).
+/// A method token `http` refuses becomes one of [`HTTP_METHODS`], a path that is no valid
+/// request target one of [`HTTP_PATHS`] (both chosen by the token's length), a header name
+/// not in [`HTTP_HEADERS`] one of those, and a header value `http` refuses is dropped: what
+/// hyper would never hand the service is not a request the service can get.
+fn http_request_from(data: &[u8]) -> http::Request<Full<Bytes>> {
+    let split = data
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map_or((data, &[][..]), |at| (&data[..at], &data[at + 2..]));
+    let (head, body) = split;
+    let mut lines = head.split(|&b| b == b'\n').map(|l| l.trim_ascii());
+    let first = lines.next().unwrap_or_default();
+    let mut words = first.splitn(2, |&b| b == b' ');
+    let method_token = words.next().unwrap_or_default();
+    let path_token = words.next().unwrap_or_default().trim_ascii();
+    let method = http::Method::from_bytes(method_token)
+        .unwrap_or_else(|_| HTTP_METHODS[method_token.len() % HTTP_METHODS.len()].clone());
+    let uri = http::Uri::try_from(path_token)
+        .ok()
+        .filter(|uri| uri.path().starts_with('/'))
+        .unwrap_or_else(|| http::Uri::from_static(HTTP_PATHS[path_token.len() % HTTP_PATHS.len()]));
+    let mut request = http::Request::builder().method(method).uri(uri);
+    for line in lines.take(16) {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = line[..colon].trim_ascii().to_ascii_lowercase();
+        let name = HTTP_HEADERS
+            .iter()
+            .find(|known| known.as_bytes() == name.as_slice())
+            .unwrap_or(&HTTP_HEADERS[name.len() % HTTP_HEADERS.len()]);
+        if let Ok(value) = http::HeaderValue::from_bytes(line[colon + 1..].trim_ascii()) {
+            request = request.header(*name, value);
+        }
+    }
+    request
+        .body(Full::new(Bytes::copy_from_slice(body)))
+        .expect("a request of valid parts")
+}
+
+/// HTTP request handling through the tower service: any method, path, headers and body get an
+/// answer within [`ANSWER_WITHIN`], with a status `docs/http.md` documents, a body that is
+/// JSON wherever the content type says so (and SSE events of JSON where it says
+/// `text/event-stream`), an empty body for 202, and a refused request (status 400 or more)
+/// writes nothing under the project's `.sdd/`.
+pub fn http_request(data: &[u8]) {
+    let request = http_request_from(data);
+    let described = format!("{} {}", request.method(), request.uri());
+    let opens_stream = request.uri().path() == "/sse";
+    http_runtime().block_on(async {
+        let HttpScratch {
+            project,
+            mut service,
+        } = http_scratch().await;
+        let sdd = project.path().join(".sdd");
+        let before = files_under(&sdd);
+        let answered = tokio::time::timeout(ANSWER_WITHIN, async {
+            let response = service
+                .call(request)
+                .await
+                .expect("the service is infallible");
+            let (parts, mut body) = response.into_parts();
+            let mut bytes = Vec::new();
+            // The SSE stream never ends by itself: its first event is enough.
+            while let Some(frame) = body.frame().await {
+                let frame = frame.expect("a response body does not fail");
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                    if opens_stream && !bytes.is_empty() {
+                        break;
+                    }
+                }
+            }
+            (parts, bytes)
+        })
+        .await;
+        let (parts, bytes) = answered.unwrap_or_else(|_| panic!("{described}: no answer in time"));
+        let status = parts.status.as_u16();
+        assert!(
+            HTTP_STATUSES.contains(&status),
+            "{described}: undocumented status {status}"
+        );
+        let content_type = parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| v.to_str().expect("an ASCII content type").to_owned())
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        if content_type.starts_with("application/json") {
+            serde_json::from_slice::<JsonValue>(&bytes).unwrap_or_else(|err| {
+                panic!("{described}: {status} body is not JSON ({err}): {text}")
+            });
+        } else if content_type.starts_with("text/event-stream") {
+            for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+                for data in block.lines().filter_map(|l| l.strip_prefix("data: ")) {
+                    if !data.starts_with('/') {
+                        serde_json::from_str::<JsonValue>(data).unwrap_or_else(|err| {
+                            panic!("{described}: an SSE event is not JSON ({err}): {text}")
+                        });
+                    }
+                }
+            }
+        }
+        if status == 202 {
+            assert!(bytes.is_empty(), "{described}: 202 with a body: {text}");
+        }
+        if status >= 400 {
+            assert_eq!(
+                files_under(&sdd),
+                before,
+                "{described}: refused with {status}, yet .sdd/ changed"
+            );
+        }
+    });
 }

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod embed;
+mod exhaustion;
 mod protection;
 mod refusal_metrics;
 mod sse;

@@ -22,7 +22,7 @@ mod props;
 type Property = fn(&[u8]);
 
 /// The fuzz targets and their properties.
-const TARGETS: [(&str, Property); 7] = [
+const TARGETS: [(&str, Property); 8] = [
     ("jsonrpc_dispatch", props::jsonrpc_dispatch),
     ("stdio_framing", props::stdio_framing),
     ("pyjson", props::pyjson),
@@ -30,6 +30,7 @@ const TARGETS: [(&str, Property); 7] = [
     ("run_journal", props::run_journal),
     ("dlp", props::dlp),
     ("firewall", props::firewall),
+    ("http_request", props::http_request),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -157,6 +158,11 @@ proptest! {
     #[test]
     fn run_journal_twin(input in mutated("run_journal")) {
         props::run_journal(&input);
+    }
+
+    #[test]
+    fn http_request_twin(input in mutated("http_request")) {
+        props::http_request(&input);
     }
 }
 
