@@ -335,8 +335,8 @@ const HTTP_HEADERS: [&str; 12] = [
 
 /// The statuses `docs/http.md` documents for the HTTP transports (200 and 204 include the CORS
 /// preflight answers).
-const HTTP_STATUSES: [u16; 14] = [
-    200, 202, 204, 400, 401, 403, 404, 405, 406, 408, 413, 415, 421, 503,
+const HTTP_STATUSES: [u16; 15] = [
+    200, 202, 204, 400, 401, 403, 404, 405, 406, 408, 413, 415, 421, 429, 503,
 ];
 
 /// A fresh scratch project per `http_request` input: the transport keeps nothing between

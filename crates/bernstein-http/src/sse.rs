@@ -13,6 +13,13 @@
 //! instance holding the stream) and none for streamable HTTP. Each stream has its own
 //! [`CallScope`], as a stdio stream does: a `notifications/cancelled` POSTed for the stream
 //! reaches its calls, and closing the stream cancels them.
+//!
+//! A stream holds at most [`Limits::outbox_messages`] answers queued for it and as many more
+//! requests waiting for room in that queue. A request POSTed beyond that is refused with 429
+//! before it is dispatched, so a client that never reads its stream cannot pile up calls (and
+//! their answers in memory) without bound.
+//!
+//! [`Limits::outbox_messages`]: bernstein_mcp_core::Limits::outbox_messages
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,7 +31,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value as JsonValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
 use crate::body::{
     Next, ResponseBody, empty, error, event_stream, poll_body, sse_event, with_span,
@@ -41,6 +48,8 @@ pub(crate) struct Streams {
 struct Stream {
     events: mpsc::Sender<Bytes>,
     scope: CallScope,
+    /// One permit per request that may be waiting to queue its answer on this stream.
+    waiting: Arc<Semaphore>,
 }
 
 impl Streams {
@@ -112,13 +121,15 @@ pub(crate) fn open(shared: &Arc<Shared>) -> Response<ResponseBody> {
         );
     }
     let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    let (sender, events) = mpsc::channel(shared.dispatcher.limits().outbox_messages.max(2));
+    let queued = shared.dispatcher.limits().outbox_messages.max(2);
+    let (sender, events) = mpsc::channel(queued);
     let scope = CallScope::new();
     shared.streams.lock().insert(
         token.clone(),
         Stream {
             events: sender,
             scope: scope.clone(),
+            waiting: Arc::new(Semaphore::new(queued)),
         },
     );
     let every = shared.config.sse_keepalive;
@@ -222,6 +233,20 @@ pub(crate) async fn post(
             (message, true)
         }
     };
+    // Taken before the request is dispatched, so a refused request runs and writes nothing.
+    let permit: Option<OwnedSemaphorePermit> = if is_request {
+        match Arc::clone(&stream.waiting).try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                return error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many answers are waiting on this SSE stream: read the stream before posting more",
+                );
+            }
+        }
+    } else {
+        None
+    };
     let fallback = request_span_id(&message);
     let accepted_message = shared.dispatcher.accept(message, &stream.scope);
     if !is_request {
@@ -246,10 +271,12 @@ pub(crate) async fn post(
         sink.report_span(&id);
         let Some(response) = response else { return };
         // Waiting for room is the backpressure on a client that does not read its stream; a
-        // stream that closed meanwhile drops the answer.
+        // stream that closed meanwhile drops the answer. The permit is given back once the
+        // answer is queued (or dropped).
         let _ = events
             .send(sse_event("message", Some(&id), &response.to_string()))
             .await;
+        drop(permit);
     });
     match span.await {
         Ok(span) => accepted(Some(&span)),

@@ -148,8 +148,14 @@ async fn clients_that_never_read_large_answers_do_not_stop_the_others() {
         .find_map(|l| l.strip_prefix("data: "))
         .unwrap_or_else(|| panic!("no endpoint in {opened}"))
         .to_owned();
+    // Requests are posted until the stream refuses more: its queue and the requests waiting
+    // for room in it are bounded, so a client that never reads cannot pile up calls and their
+    // answers (the socket buffers between the two ends take some answers first; 2,000 posts
+    // bound the loop).
     let posts = async {
-        for id in 0..200 {
+        // Every request before the refused one was accepted, so the refused one's id counts
+        // them.
+        for id in 0..2000 {
             let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/list"}).to_string();
             let reply = server
                 .request(
@@ -159,10 +165,22 @@ async fn clients_that_never_read_large_answers_do_not_stop_the_others() {
                     body.as_bytes(),
                 )
                 .await;
+            if reply.status == 429 {
+                assert!(
+                    reply.json()["error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains("read the stream")),
+                    "{}",
+                    reply.body_text()
+                );
+                return id;
+            }
             assert_eq!(reply.status, 202, "{}", reply.body_text());
         }
+        panic!("2,000 requests were accepted for a stream that is never read");
     };
-    tokio::join!(writer, posts);
+    let ((), accepted) = tokio::join!(writer, posts);
+    assert!(accepted >= 64, "refused after only {accepted} requests");
 
     // Meanwhile every other client is served.
     let mut others = Vec::new();
