@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bernstein_mcp_core::Dispatcher;
 use serde_json::{Value, json};
 
-use crate::session::{Session, key};
+use crate::session::{Session, evidence_files, key};
 
 /// A tool call that waits up to 60 s for a task to appear: it is still running when cancelled.
 fn long_call(id: i64) -> String {
@@ -20,27 +20,6 @@ fn long_call(id: i64) -> String {
 fn cancel(id: &Value) -> String {
     json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "flood"}})
         .to_string()
-}
-
-/// Every file under `.sdd/` with its length, to show that nothing was written.
-fn sdd_sizes(root: &std::path::Path) -> Vec<(String, u64)> {
-    let mut sizes = Vec::new();
-    let mut stack = vec![root.join(".sdd")];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let meta = entry.metadata().unwrap();
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                sizes.push((entry.path().display().to_string(), meta.len()));
-            }
-        }
-    }
-    sizes.sort();
-    sizes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,7 +42,7 @@ async fn a_thousand_cancels_for_ids_not_in_flight_change_nothing() {
     // for both before comparing.
     let journal = dir.path().join(".sdd/runs/mcp-calls/journal.jsonl");
     let audited = |root: &std::path::Path| {
-        sdd_sizes(root).iter().any(|(path, len)| {
+        evidence_files(root).iter().any(|(path, len)| {
             path.contains("/.sdd/audit/") && path.ends_with(".jsonl") && *len > 0
         })
     };
@@ -77,7 +56,7 @@ async fn a_thousand_cancels_for_ids_not_in_flight_change_nothing() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    let before = sdd_sizes(dir.path());
+    let before = evidence_files(dir.path());
 
     let flood = |ids: Vec<Value>| -> String {
         let mut text = String::new();
@@ -120,7 +99,7 @@ async fn a_thousand_cancels_for_ids_not_in_flight_change_nothing() {
     );
     assert!(first.pending.is_empty() && second.pending.is_empty());
     // Nothing was written and the running call was not touched.
-    assert_eq!(sdd_sizes(dir.path()), before);
+    assert_eq!(evidence_files(dir.path()), before);
     let listed = second.request(4, "tools/list", json!({})).await;
     assert!(
         listed["result"]["tools"]

@@ -3,8 +3,7 @@
 //! and a reused request id. Each gets a clear answer, and none costs more than the client's own
 //! share of the server.
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -14,28 +13,7 @@ use bernstein_tools::{ToolConfig, Validation};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::session::{Session, key};
-
-/// Every file under `.sdd/` with its size: what a refused message must leave unchanged.
-fn evidence_files(root: &Path) -> BTreeMap<String, u64> {
-    fn walk(dir: &Path, out: &mut BTreeMap<String, u64>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let meta = entry.metadata().unwrap();
-            if meta.is_dir() {
-                walk(&path, out);
-            } else {
-                out.insert(path.display().to_string(), meta.len());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(&root.join(".sdd"), &mut out);
-    out
-}
+use crate::session::{Session, evidence_files, key};
 
 /// This process's resident set size in KiB, from `/proc/self/status`.
 fn vm_rss_kib() -> u64 {

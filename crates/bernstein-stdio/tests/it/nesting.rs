@@ -9,7 +9,7 @@ use bernstein_journal::key::AuditKey;
 use bernstein_protocol::pyjson::Value as PyValue;
 use serde_json::json;
 
-use crate::session::Session;
+use crate::session::{Session, evidence_files};
 
 const DEPTH: usize = 100_000;
 
@@ -21,27 +21,6 @@ fn deep_object(depth: usize) -> String {
     format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth))
 }
 
-/// Every file under the project's `.sdd/`, with its length.
-fn evidence(session: &Session) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut stack = vec![session.dir.path().join(".sdd")];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let meta = entry.metadata().unwrap();
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                out.push((entry.path().display().to_string(), meta.len()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 async fn assert_still_serving(session: &mut Session, id: i64) {
     let pong = session.request(id, "ping", json!({})).await;
     assert_eq!(pong["result"], json!({}), "{pong}");
@@ -50,7 +29,7 @@ async fn assert_still_serving(session: &mut Session, id: i64) {
 #[tokio::test]
 async fn a_hundred_thousand_levels_are_refused_and_the_server_keeps_serving() {
     let mut session = Session::start();
-    let before = evidence(&session);
+    let before = evidence_files(session.dir.path());
     let messages = [
         deep_array(DEPTH),
         deep_object(DEPTH),
@@ -81,7 +60,7 @@ async fn a_hundred_thousand_levels_are_refused_and_the_server_keeps_serving() {
         assert_still_serving(&mut session, 100 + n as i64).await;
     }
     assert_eq!(
-        evidence(&session),
+        evidence_files(session.dir.path()),
         before,
         "a refused message writes nothing"
     );

@@ -1,7 +1,8 @@
 //! One session over `tokio::io::duplex`: initialize, tools, prompts, resources, tasks, a cancel
 //! reaching a running call, a malformed line, and a clean end at EOF.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::Arc;
 
 use bernstein_journal::key::AuditKey;
@@ -16,6 +17,28 @@ pub(crate) struct Session {
     /// Messages read while waiting for another id.
     pub(crate) pending: Vec<Value>,
     pub(crate) dir: Arc<tempfile::TempDir>,
+}
+
+/// Every file under `<root>/.sdd/` with its size: what a refused or cancelled message must
+/// leave unchanged.
+pub(crate) fn evidence_files(root: &Path) -> BTreeMap<String, u64> {
+    fn walk(dir: &Path, out: &mut BTreeMap<String, u64>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                walk(&path, out);
+            } else {
+                out.insert(path.display().to_string(), meta.len());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(&root.join(".sdd"), &mut out);
+    out
 }
 
 /// The test audit key.
