@@ -737,5 +737,21 @@ mod tests {
         assert_eq!(summary.total, 11);
         assert_eq!(summary.open, 5);
         assert_eq!((summary.claimed, summary.done, summary.failed), (0, 0, 0));
+        // The open ones are the newest five.
+        let mut open: Vec<String> = store
+            .list_tasks(&bernstein_tasks::backend::ListQuery::with_status(
+                bernstein_tasks::TaskStatus::Open,
+            ))
+            .unwrap()
+            .tasks
+            .into_iter()
+            .map(|task| task.title)
+            .collect();
+        open.sort();
+        let mut newest: Vec<String> = (6..11)
+            .map(|n| format!("scale benchmark task {n}"))
+            .collect();
+        newest.sort();
+        assert_eq!(open, newest);
     }
 }
