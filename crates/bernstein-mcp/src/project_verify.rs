@@ -406,7 +406,12 @@ fn artifacts_section(root: &Path, key: &AuditKey) -> Section {
                     section.fail(format!("spine {run_id}: {error}"));
                 }
                 if !report.ok() && report.errors.is_empty() {
-                    section.fail(format!("spine {run_id}: does not verify"));
+                    // Intact, but no produced artifact: say which status, so an empty spine a
+                    // killed first post left is told from a sealed one.
+                    section.fail(format!(
+                        "spine {run_id}: status {} (no produced artifact recorded)",
+                        report.status.as_str()
+                    ));
                 }
                 section
                     .detail
