@@ -44,7 +44,7 @@ async fn each_bad_input_gets_its_status_and_changes_nothing() {
         .call(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bernstein_status","arguments":{}}}))
         .await;
     assert_eq!(ok.status, 200);
-    let before = server.evidence();
+    let before = server.evidence().await;
     assert!(!before.is_empty());
 
     let parse_error = |reply: &Reply| {
@@ -221,7 +221,7 @@ async fn each_bad_input_gets_its_status_and_changes_nothing() {
         200
     );
     assert_eq!(
-        server.evidence(),
+        server.evidence().await,
         before,
         "bad input wrote nothing under .sdd/"
     );
@@ -240,7 +240,7 @@ async fn a_legacy_session_id_after_the_window_changes_nothing() {
     )
     .await;
     let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bernstein_status","arguments":{}}});
-    let before = server.evidence();
+    let before = server.evidence().await;
     let refused = server.post(&[("mcp-session-id", "s-1")], &call).await;
     assert_eq!(refused.status, 400);
     assert!(
@@ -250,7 +250,7 @@ async fn a_legacy_session_id_after_the_window_changes_nothing() {
             .contains("2027-07-28")
     );
     assert_eq!(
-        server.evidence(),
+        server.evidence().await,
         before,
         "the refused call was not anchored"
     );

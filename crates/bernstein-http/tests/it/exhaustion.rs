@@ -225,7 +225,7 @@ async fn a_thousand_concurrent_cancels_for_unknown_ids_are_each_accepted_and_wri
     let server = Arc::new(Server::start().await);
     // Warm up: the first call creates the evidence files; the cancels must add nothing.
     assert_calls(&server).await;
-    let before = server.evidence();
+    let before = server.evidence().await;
     assert!(!before.is_empty());
     let mut cancels = Vec::new();
     for n in 0..1000_u32 {
@@ -239,7 +239,11 @@ async fn a_thousand_concurrent_cancels_for_unknown_ids_are_each_accepted_and_wri
         }));
     }
     join_all(cancels).await;
-    assert_eq!(server.evidence(), before, "a cancel wrote under .sdd/");
+    assert_eq!(
+        server.evidence().await,
+        before,
+        "a cancel wrote under .sdd/"
+    );
     assert_calls(&server).await;
     Arc::into_inner(server).unwrap().stop().await;
 }

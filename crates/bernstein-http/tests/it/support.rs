@@ -25,6 +25,8 @@ pub(crate) struct Server {
     pub(crate) dir: Arc<tempfile::TempDir>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), bernstein_http::Error>>>,
+    /// The dispatcher behind the server, kept to wait for its store to open.
+    dispatcher: Dispatcher,
 }
 
 /// The dispatcher the HTTP binary builds: confined, listing the HTTP and SSE transports.
@@ -80,7 +82,7 @@ impl Server {
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(bernstein_http::serve(
             listener,
-            McpHttp::new(dispatcher, config),
+            McpHttp::new(dispatcher.clone(), config),
             async move {
                 let _ = stop.await;
             },
@@ -90,6 +92,7 @@ impl Server {
             dir,
             shutdown: Some(shutdown),
             task: Some(task),
+            dispatcher,
         }
     }
 
@@ -139,8 +142,18 @@ impl Server {
             .await
     }
 
-    /// Every file under `.sdd/` with its length, to show that nothing was written.
-    pub(crate) fn evidence(&self) -> Vec<(PathBuf, u64)> {
+    /// Every file under `.sdd/` with its length, to show that nothing was written; taken once
+    /// the store has opened.
+    ///
+    /// The embedded store opens on a thread of its own when the dispatcher is built, and its
+    /// open creates the store's lock files. A snapshot taken before that open ended would see
+    /// those files appear later and blame the request under test; waiting for readiness, which
+    /// writes nothing, takes every snapshot after the open.
+    pub(crate) async fn evidence(&self) -> Vec<(PathBuf, u64)> {
+        self.dispatcher
+            .readiness()
+            .await
+            .expect("the embedded store opened");
         let mut out = Vec::new();
         walk(&self.dir.path().join(".sdd"), &mut out);
         out.sort();

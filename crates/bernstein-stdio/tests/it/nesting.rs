@@ -9,7 +9,7 @@ use bernstein_journal::key::AuditKey;
 use bernstein_protocol::pyjson::Value as PyValue;
 use serde_json::json;
 
-use crate::session::{Session, evidence_files};
+use crate::session::Session;
 
 const DEPTH: usize = 100_000;
 
@@ -29,7 +29,7 @@ async fn assert_still_serving(session: &mut Session, id: i64) {
 #[tokio::test]
 async fn a_hundred_thousand_levels_are_refused_and_the_server_keeps_serving() {
     let mut session = Session::start();
-    let before = evidence_files(session.dir.path());
+    let before = session.evidence().await;
     let messages = [
         deep_array(DEPTH),
         deep_object(DEPTH),
@@ -60,7 +60,7 @@ async fn a_hundred_thousand_levels_are_refused_and_the_server_keeps_serving() {
         assert_still_serving(&mut session, 100 + n as i64).await;
     }
     assert_eq!(
-        evidence_files(session.dir.path()),
+        session.evidence().await,
         before,
         "a refused message writes nothing"
     );

@@ -17,6 +17,8 @@ pub(crate) struct Session {
     /// Messages read while waiting for another id.
     pub(crate) pending: Vec<Value>,
     pub(crate) dir: Arc<tempfile::TempDir>,
+    /// The dispatcher serving the stream, kept to wait for its store to open.
+    dispatcher: Dispatcher,
 }
 
 /// Every file under `<root>/.sdd/` with its size: what a refused or cancelled message must
@@ -65,14 +67,33 @@ impl Session {
     pub(crate) fn on(dispatcher: Dispatcher, dir: Arc<tempfile::TempDir>) -> Session {
         let (client_in, server_out) = tokio::io::duplex(1 << 16);
         let (server_in, client_out) = tokio::io::duplex(1 << 16);
-        let server = tokio::spawn(bernstein_stdio::serve(dispatcher, server_in, server_out));
+        let server = tokio::spawn(bernstein_stdio::serve(
+            dispatcher.clone(),
+            server_in,
+            server_out,
+        ));
         Session {
             to_server: Some(client_out),
             from_server: BufReader::new(client_in).lines(),
             server,
             pending: Vec::new(),
             dir,
+            dispatcher,
         }
+    }
+
+    /// Every file under the project's `.sdd/` with its size, once the store has opened.
+    ///
+    /// The embedded store opens on a thread of its own when the dispatcher is built, and its
+    /// open creates the store's lock files. A snapshot taken before that open ended would see
+    /// those files appear later and blame the message under test (seen on a fresh CI machine);
+    /// waiting for readiness, which writes nothing, takes every snapshot after the open.
+    pub(crate) async fn evidence(&self) -> BTreeMap<String, u64> {
+        self.dispatcher
+            .readiness()
+            .await
+            .expect("the embedded store opened");
+        evidence_files(self.dir.path())
     }
 
     /// Sends raw bytes followed by a newline.
