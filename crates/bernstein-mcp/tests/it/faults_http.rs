@@ -191,12 +191,11 @@ fn client(shared: Arc<Shared>, name: String) {
         match post(shared.port, &message) {
             Ok(answer) => match tool_body(&answer) {
                 Some(body) if body["_meter"]["call_id"].is_string() => {
-                    shared.acks.lock().unwrap().push(Ack {
-                        tool: tool.to_owned(),
-                        call_id: body["_meter"]["call_id"].as_str().unwrap_or("").to_owned(),
-                        ok: body["_meter"]["ok"] == true,
-                        result: body["result"].clone(),
-                    });
+                    shared
+                        .acks
+                        .lock()
+                        .unwrap()
+                        .push(Ack::from_body(tool, &body));
                     worker.answered(&body);
                 }
                 _ => {
@@ -284,6 +283,13 @@ pub(crate) fn http_kill_under_load(kills: u64, seed: u64, deadline: Option<Insta
         pause(&shared);
         let acks = shared.acks.lock().unwrap().clone();
         check_after_restart(&project, &acks, kill);
+        if (kill + 1) % 25 == 0 {
+            eprintln!(
+                "faults: HTTP: {} kills, {} calls acknowledged so far",
+                kill + 1,
+                acks.len()
+            );
+        }
     }
     shared.stop.store(true, Ordering::SeqCst);
     shared.paused.store(false, Ordering::SeqCst);
