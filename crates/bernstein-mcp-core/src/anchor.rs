@@ -17,37 +17,53 @@
 //!    journal's lock. When the audit append fails the call is refused and the journal row is
 //!    taken back, so the refused call does not use up its call index (which
 //!    [`reconstruct_call_order`] would otherwise report missing for ever).
-//! 4. A process killed between the two appends leaves the row without its entry; that call
-//!    was never answered, so it never ran. Before the next call is counted, still under the
-//!    journal's lock, the journal's last `mcp.stateless_call` row is settled: unless it is the
+//! 4. A process killed between the two appends leaves rows without entries; those calls were
+//!    never answered, so they never ran. Before the next calls are counted, still under the
+//!    journal's lock, the journal's trailing call rows are settled: unless the last one is the
 //!    row this anchor itself completed, the chain is searched from its end for the run's newest
-//!    call entry, and when that entry's index is below the row's, an
-//!    `mcp.stateless_call_abandoned` entry (same actor and resource, the row's ids and
-//!    `journal_head`) records that the index was used up by a call that never ran. Only the
-//!    last row needs the check: every earlier row was the last one when some later call
-//!    settled it under the same lock. The entry is written once, since the search finds it
-//!    next time. This event type is our extension (see `docs/ARCHITECTURE.md`).
+//!    entry, and every row after that entry's index gets an `mcp.stateless_call_abandoned`
+//!    entry (same actor and resource, the row's ids and `journal_head`) recording that its index
+//!    was used up by a call that never ran. Only the rows after the newest entry need it: every
+//!    earlier row was settled by some later group under the same lock. Each is written once,
+//!    since the search finds it next time. This event type is our extension (see
+//!    `docs/ARCHITECTURE.md`).
+//!
+//! **Group commit.** Calls that arrive while a group is being committed wait for it, and the
+//! next thread to find no commit in progress takes every waiting call (up to [`MAX_GROUP`]) as
+//! one group: its rows go out in one write and one fsync of the journal, then the settling
+//! entries and the group's entries in one write and one fsync of the chain, so a burst of `n`
+//! concurrent calls costs two fsyncs per group instead of `2n`. Nothing changes in what is
+//! written: each row and entry is byte for byte the one a lone call would write, call indexes
+//! are given in arrival order, and the chain holds the entries in call-index order. No call is
+//! answered before both fsyncs of its group succeeded; when the entries cannot be written,
+//! every call of the group gets the error and all its rows are taken back. A process killed
+//! between a group's two fsyncs leaves up to [`MAX_GROUP`] rows without entries, which step 4
+//! records as abandoned; the journal writer keeps that many recent rows of each event for it.
 //!
 //! [`reconstruct_call_order`] reads the order back from the audit chain alone, counting an
 //! abandoned index as used (reported, not a gap).
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use bernstein_journal::audit::{self, AuditChain, AuditEvent, Finding, Tear, VerifyReport};
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{
-    AppendedRow, CatchUpStats, HashProfile, JournalWriter, validate_run_id,
+    CatchUpStats, HashProfile, JournalSummary, JournalWriter, RECENT_ROWS_PER_EVENT,
+    validate_run_id,
 };
 use bernstein_protocol::pyjson::{Object, Value as PyValue};
 use serde_json::Value as JsonValue;
 
 use crate::error::{Error, Result};
 use crate::ids::{
-    baggage_call_index, params_content_hash, parse_traceparent, span_id_for_call, trace_id_for_run,
+    TraceParent, baggage_call_index, params_content_hash, parse_traceparent, span_id_for_call,
+    trace_id_for_run,
 };
+use crate::telemetry;
 
 /// The journal event and audit event type of an anchored call.
 pub const STATELESS_CALL_EVENT: &str = "mcp.stateless_call";
@@ -80,6 +96,11 @@ pub struct AnchoredCall {
     pub chain_head: String,
 }
 
+/// The most calls one group commit anchors. A group's rows must all be within the rows the
+/// journal writer keeps for looking back ([`RECENT_ROWS_PER_EVENT`]), so that a process killed
+/// between a group's rows and its audit entries leaves rows the next group can settle.
+pub const MAX_GROUP: usize = RECENT_ROWS_PER_EVENT;
+
 /// The anchoring run of a dispatcher: its journal writer and the audit chain.
 #[derive(Debug)]
 pub struct Anchor {
@@ -88,6 +109,83 @@ pub struct Anchor {
     // One writer per dispatcher: `elapsed_s` in the rows then counts from the server's start,
     // as the reference's long-lived journal object does.
     writer: Mutex<AnchorWriter>,
+    /// The calls waiting for the next group commit, and the results of committed groups.
+    queue: Mutex<GroupQueue>,
+    /// Signalled whenever a group is committed.
+    committed: Condvar,
+}
+
+/// The group-commit queue of an [`Anchor`].
+#[derive(Debug, Default)]
+struct GroupQueue {
+    /// Calls not yet taken into a group, by ticket, in arrival order.
+    waiting: VecDeque<(u64, PendingCall)>,
+    /// Results of committed calls whose threads have not picked them up yet.
+    finished: HashMap<u64, Result<AnchoredCall>>,
+    /// Whether some thread is committing a group now.
+    committing: bool,
+    next_ticket: u64,
+    stats: GroupStats,
+}
+
+/// How an [`Anchor`]'s calls were grouped so far (a probe for tests and benchmarks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Group commits made (each one journal write and fsync, and one audit write and fsync).
+    pub groups: u64,
+    /// Calls anchored or refused by those groups.
+    pub calls: u64,
+    /// The most calls one group held.
+    pub largest: u64,
+    /// Calls waiting for the next group now.
+    pub waiting: u64,
+}
+
+/// What anchoring one call needs from its request, read before it waits for a group.
+#[derive(Debug)]
+struct PendingCall {
+    method: String,
+    traceparent: Option<TraceParent>,
+    claim: Option<std::result::Result<u64, String>>,
+    content_hash: String,
+}
+
+impl PendingCall {
+    fn read(method: &str, params: Option<&JsonValue>) -> PendingCall {
+        let meta = params.and_then(|p| p.get("_meta"));
+        let meta_str = |key: &str| meta.and_then(|m| m.get(key)).and_then(JsonValue::as_str);
+        PendingCall {
+            method: method.to_owned(),
+            traceparent: meta_str("traceparent").and_then(parse_traceparent),
+            claim: meta_str("baggage").and_then(baggage_call_index),
+            content_hash: params_content_hash(method, params),
+        }
+    }
+}
+
+/// What became of one call of a group.
+enum Outcome {
+    /// Its baggage claimed another index: nothing was written for it.
+    Refused { claimed: String, actual: u64 },
+    /// It has a row (and, once the group's entries are written, an audit entry).
+    Anchored {
+        method: String,
+        call_index: u64,
+        trace_id: String,
+        span_id: String,
+    },
+}
+
+/// The same failure for each of `calls` calls of a group: the error itself for a group of
+/// one, and shared otherwise.
+fn group_failure(err: Error, calls: usize) -> Vec<Result<AnchoredCall>> {
+    if calls == 1 {
+        return vec![Err(err)];
+    }
+    let shared = Arc::new(err);
+    (0..calls)
+        .map(|_| Err(Error::Group(Arc::clone(&shared))))
+        .collect()
 }
 
 /// The journal writer and what this anchor knows about the journal's last call row.
@@ -118,6 +216,8 @@ impl Anchor {
                 journal: writer,
                 settled: None,
             }),
+            queue: Mutex::new(GroupQueue::default()),
+            committed: Condvar::new(),
         })
     }
 
@@ -141,144 +241,265 @@ impl Anchor {
             .catch_up_stats()
     }
 
+    /// How this anchor's calls were grouped so far.
+    pub fn group_stats(&self) -> GroupStats {
+        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        GroupStats {
+            waiting: queue.waiting.len() as u64,
+            ..queue.stats
+        }
+    }
+
     /// Anchors one call of `method` with `params` (including `_meta`, which is read for
     /// `traceparent` and `baggage` and left out of the content hash). Blocks on file locks and
     /// fsync; async callers use [`Anchor::anchor_blocking`].
+    ///
+    /// Calls made while another group is being committed wait and are then committed together
+    /// (see the module documentation, "Group commit"); the answer comes only once the call's
+    /// own row and audit entry are durable.
     ///
     /// # Errors
     ///
     /// [`Error::CallIndexClaim`] when a baggage claim disagrees (nothing is written for the
     /// call; an earlier abandoned call may still be recorded);
     /// [`Error::Journal`] when the journal or the chain cannot be appended to, or the chain
-    /// cannot be searched for the last call's entry.
+    /// cannot be searched for the last call's entry ([`Error::Group`] around it when the
+    /// failure was shared by several calls of one group).
     pub fn anchor(&self, method: &str, params: Option<&JsonValue>) -> Result<AnchoredCall> {
-        let meta = params.and_then(|p| p.get("_meta"));
-        let meta_str = |key: &str| meta.and_then(|m| m.get(key)).and_then(JsonValue::as_str);
-        let traceparent = meta_str("traceparent").and_then(parse_traceparent);
-        let claim = meta_str("baggage").and_then(baggage_call_index);
-        let content_hash = params_content_hash(method, params);
+        let call = PendingCall::read(method, params);
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.waiting.push_back((ticket, call));
+        loop {
+            if let Some(result) = queue.finished.remove(&ticket) {
+                return result;
+            }
+            if queue.committing {
+                queue = self
+                    .committed
+                    .wait(queue)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            // Nobody is committing: this thread commits everything waiting (its own call
+            // included, unless an earlier group took it), up to one group's bound.
+            queue.committing = true;
+            let take = queue.waiting.len().min(MAX_GROUP);
+            let (tickets, calls): (Vec<u64>, Vec<PendingCall>) =
+                queue.waiting.drain(..take).unzip();
+            drop(queue);
+            let results = std::panic::catch_unwind(AssertUnwindSafe(|| self.anchor_group(&calls)))
+                .unwrap_or_else(|_| {
+                    group_failure(
+                        Error::AnchorTask("anchoring a group of calls panicked".to_owned()),
+                        calls.len(),
+                    )
+                });
+            telemetry::group_committed(calls.len());
+            queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.committing = false;
+            let size = calls.len() as u64;
+            queue.stats.groups += 1;
+            queue.stats.calls += size;
+            queue.stats.largest = queue.stats.largest.max(size);
+            queue.finished.extend(tickets.into_iter().zip(results));
+            self.committed.notify_all();
+        }
+    }
 
-        let refusal = RefCell::new(None);
+    /// Anchors one group of calls under the journal's lock: settles the rows another process
+    /// left without audit entries, gives each call its index (refusing a call whose baggage
+    /// claim disagrees, which uses up no index), appends every row in one write and fsync,
+    /// then every audit entry (the settling ones first) in one write and fsync. Returns one
+    /// result per call, in order.
+    fn anchor_group(&self, calls: &[PendingCall]) -> Vec<Result<AnchoredCall>> {
+        let outcomes: RefCell<Vec<Outcome>> = RefCell::new(Vec::with_capacity(calls.len()));
+        let abandoned: RefCell<Vec<AuditEvent>> = RefCell::new(Vec::new());
         let settle_failure: RefCell<Option<bernstein_journal::Error>> = RefCell::new(None);
-        let ids: RefCell<Option<(u64, String, String)>> = RefCell::new(None);
-        // The audit entry, written while the journal's lock is held: when it fails, the
-        // writer takes the row back and no call index is used up by a refused call.
-        let audit_entry = |row: &AppendedRow| {
-            let ids = ids.borrow();
-            let Some((call_index, trace_id, span_id)) = ids.as_ref() else {
-                return Err(bernstein_journal::Error::Encode(
-                    "the anchoring row was written without call ids".to_owned(),
-                ));
-            };
-            let details = Object::new()
-                .with("run_id", self.run_id.as_str())
-                .with("method", method)
-                .with("call_index", *call_index)
-                .with("trace_id", trace_id.as_str())
-                .with("span_id", span_id.as_str())
-                .with("journal_head", row.event_hash.as_str())
-                .with("cache_content_hash", "");
-            self.audit.append(&AuditEvent::new(
-                STATELESS_CALL_EVENT,
-                ANCHOR_ACTOR,
-                ANCHOR_RESOURCE_TYPE,
-                span_id.as_str(),
-                details,
-            ))
-        };
-        let appended = {
-            // A poisoned lock only means another call panicked mid-append; the journal itself
-            // is re-read under its file lock, so the writer is still sound to use.
-            let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            let AnchorWriter { journal, settled } = &mut *writer;
-            let appended = journal.append_counted_then(
-                STATELESS_CALL_EVENT,
-                |journal| {
-                    let call_index = journal.count_of(STATELESS_CALL_EVENT);
-                    // Settle the previous call's row before counting this call. It concerns an
-                    // earlier call, so it is done even when this call is then refused. The
-                    // chain is searched only when the last row is not the one this anchor
-                    // itself completed (or settled) last time.
-                    if let Some(last) = journal.last_of(STATELESS_CALL_EVENT) {
-                        let head = last.get("event_hash").and_then(PyValue::as_str);
-                        if head.is_none() || head != settled.as_deref() {
-                            match self.settle_last_call_row(last, call_index - 1) {
-                                Ok(()) => *settled = head.map(str::to_owned),
-                                Err(err) => {
-                                    *settle_failure.borrow_mut() = Some(err);
-                                    return None;
-                                }
+        let settled_head: RefCell<Option<String>> = RefCell::new(None);
+        // A poisoned lock only means another group panicked mid-append; the journal itself is
+        // re-read under its file lock, so the writer is still sound to use.
+        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let AnchorWriter { journal, settled } = &mut *writer;
+        let appended = journal.append_group_then(
+            STATELESS_CALL_EVENT,
+            |journal| {
+                let first_index = journal.count_of(STATELESS_CALL_EVENT);
+                // Settle the rows before this group's: they concern earlier calls, so this is
+                // done even when every call of the group is then refused. The chain is
+                // searched only when the last row is not the one this anchor itself
+                // completed (or settled) last time.
+                if let Some(last) = journal.last_of(STATELESS_CALL_EVENT) {
+                    let head = last.get("event_hash").and_then(PyValue::as_str);
+                    if head.is_none() || head != settled.as_deref() {
+                        match self.unsettled_call_rows(journal, first_index) {
+                            Ok(events) => {
+                                *abandoned.borrow_mut() = events;
+                                *settled_head.borrow_mut() = head.map(str::to_owned);
+                            }
+                            Err(err) => {
+                                *settle_failure.borrow_mut() = Some(err);
+                                return Vec::new();
                             }
                         }
                     }
-                    match &claim {
-                        Some(Ok(claimed)) if *claimed == call_index => {}
-                        Some(Ok(claimed)) => {
-                            *refusal.borrow_mut() = Some((claimed.to_string(), call_index));
-                            return None;
-                        }
-                        Some(Err(text)) => {
-                            *refusal.borrow_mut() = Some((text.clone(), call_index));
-                            return None;
-                        }
-                        None => {}
+                }
+                let mut outcomes = outcomes.borrow_mut();
+                let mut payloads = Vec::with_capacity(calls.len());
+                let mut next = first_index;
+                for call in calls {
+                    let refused = match &call.claim {
+                        Some(Ok(claimed)) if *claimed != next => Some(claimed.to_string()),
+                        Some(Err(text)) => Some(text.clone()),
+                        _ => None,
+                    };
+                    if let Some(claimed) = refused {
+                        outcomes.push(Outcome::Refused {
+                            claimed,
+                            actual: next,
+                        });
+                        continue;
                     }
-                    let (trace_id, span_id) = match &traceparent {
+                    let (trace_id, span_id) = match &call.traceparent {
                         Some(parent) => (parent.trace_id.clone(), parent.parent_id.clone()),
                         None => (
                             trace_id_for_run(&self.run_id),
-                            span_id_for_call(&content_hash, call_index),
+                            span_id_for_call(&call.content_hash, next),
                         ),
                     };
-                    let payload = Object::new()
-                        .with("method", method)
-                        .with("call_index", call_index)
+                    payloads.push(
+                        Object::new()
+                            .with("method", call.method.as_str())
+                            .with("call_index", next)
+                            .with("trace_id", trace_id.as_str())
+                            .with("span_id", span_id.as_str()),
+                    );
+                    outcomes.push(Outcome::Anchored {
+                        method: call.method.clone(),
+                        call_index: next,
+                        trace_id,
+                        span_id,
+                    });
+                    next += 1;
+                }
+                payloads
+            },
+            |rows| {
+                if settle_failure.borrow().is_some() {
+                    return Ok(Vec::new());
+                }
+                // The settling entries go first: they hold lower call indexes, and entries of
+                // one run are written in call-index order.
+                let mut events = abandoned.borrow().clone();
+                let anchored = outcomes.borrow();
+                let calls = anchored.iter().filter_map(|outcome| match outcome {
+                    Outcome::Anchored {
+                        method,
+                        call_index,
+                        trace_id,
+                        span_id,
+                    } => Some((method, call_index, trace_id, span_id)),
+                    Outcome::Refused { .. } => None,
+                });
+                for (row, (method, call_index, trace_id, span_id)) in rows.iter().zip(calls) {
+                    let details = Object::new()
+                        .with("run_id", self.run_id.as_str())
+                        .with("method", method.as_str())
+                        .with("call_index", *call_index)
                         .with("trace_id", trace_id.as_str())
-                        .with("span_id", span_id.as_str());
-                    *ids.borrow_mut() = Some((call_index, trace_id, span_id));
-                    Some(payload)
-                },
-                audit_entry,
-            );
-            if let Ok(Some((row, _))) = &appended {
-                *settled = Some(row.event_hash.clone());
-            }
-            appended?
-        };
+                        .with("span_id", span_id.as_str())
+                        .with("journal_head", row.event_hash.as_str())
+                        .with("cache_content_hash", "");
+                    events.push(AuditEvent::new(
+                        STATELESS_CALL_EVENT,
+                        ANCHOR_ACTOR,
+                        ANCHOR_RESOURCE_TYPE,
+                        span_id.as_str(),
+                        details,
+                    ));
+                }
+                self.audit.append_many(&events)
+            },
+        );
         if let Some(err) = settle_failure.into_inner() {
-            return Err(Error::Journal(err));
+            return group_failure(Error::Journal(err), calls.len());
         }
-        let ((row, record), (call_index, trace_id, span_id)) = match (appended, ids.into_inner()) {
-            (Some(appended), Some(ids)) => (appended, ids),
-            _ => {
-                let (claimed, actual) = refusal.into_inner().unwrap_or_default();
-                return Err(Error::CallIndexClaim {
+        let (rows, records) = match appended {
+            Ok(appended) => appended,
+            Err(err) => return group_failure(Error::Journal(err), calls.len()),
+        };
+        if let Some(head) = settled_head.into_inner() {
+            *settled = Some(head);
+        }
+        if let Some(last) = rows.last() {
+            *settled = Some(last.event_hash.clone());
+        }
+        drop(writer);
+        let first_call_record = records.len() - rows.len();
+        let mut anchored = rows.iter().zip(&records[first_call_record..]);
+        outcomes
+            .into_inner()
+            .into_iter()
+            .map(|outcome| match outcome {
+                Outcome::Refused { claimed, actual } => Err(Error::CallIndexClaim {
                     claimed,
                     actual,
                     run_id: self.run_id.clone(),
-                });
-            }
-        };
-        Ok(AnchoredCall {
-            run_id: self.run_id.clone(),
-            call_index,
-            trace_id,
-            span_id,
-            journal_head: row.event_hash,
-            chain_head: record.hmac,
-        })
+                }),
+                Outcome::Anchored {
+                    call_index,
+                    trace_id,
+                    span_id,
+                    ..
+                } => {
+                    let (row, record) = anchored
+                        .next()
+                        .expect("one row and one audit entry per anchored call");
+                    Ok(AnchoredCall {
+                        run_id: self.run_id.clone(),
+                        call_index,
+                        trace_id,
+                        span_id,
+                        journal_head: row.event_hash.clone(),
+                        chain_head: record.hmac.clone(),
+                    })
+                }
+            })
+            .collect()
     }
 
-    /// Makes sure the journal's last call row `last` (holding `call_index`, counted under the
-    /// journal's lock the caller holds) has an entry in the chain: its own `mcp.stateless_call`
-    /// entry, or else a new `mcp.stateless_call_abandoned` one. Entries of one run are written
-    /// under that lock in call-index order, so the run's newest entry in the chain tells
-    /// whether this row's entry exists.
-    fn settle_last_call_row(
+    /// The `mcp.stateless_call_abandoned` entries owed for the journal's call rows that have
+    /// no entry in the chain (`call_rows` is the number of call rows, read under the
+    /// journal's lock the caller holds). Entries of one run are written in call-index order,
+    /// so the run's newest entry in the chain tells which rows have theirs: every row after
+    /// it was written by a process that stopped before its group's audit entries, so those
+    /// calls were never answered and never ran.
+    fn unsettled_call_rows(
         &self,
-        last: &Object,
-        call_index: u64,
-    ) -> std::result::Result<(), bernstein_journal::Error> {
+        journal: &JournalSummary<'_>,
+        call_rows: u64,
+    ) -> std::result::Result<Vec<AuditEvent>, bernstein_journal::Error> {
+        let Some(last_index) = call_rows.checked_sub(1) else {
+            return Ok(Vec::new());
+        };
+        let Some(newest) = self.newest_entry_index(last_index)? else {
+            return self.abandoned_entries(journal, call_rows, 0);
+        };
+        if newest >= last_index {
+            return Ok(Vec::new());
+        }
+        self.abandoned_entries(journal, call_rows, newest + 1)
+    }
+
+    /// The call index of the run's newest call or abandoned entry in the chain. Another
+    /// server's entry for the last row is normally the last line of today's segment, so that
+    /// segment is read backwards first, with no directory listing; only when it cannot show
+    /// the row at `last_index` settled is the whole chain searched from its end.
+    fn newest_entry_index(
+        &self,
+        last_index: u64,
+    ) -> std::result::Result<Option<u64>, bernstein_journal::Error> {
         let run_id = self.run_id.as_str();
         let of_this_run = |record: &Object| {
             let kind = record.get("event_type").and_then(PyValue::as_str);
@@ -304,52 +525,79 @@ impl Anchor {
             path: path.to_path_buf(),
             source,
         };
-        // Any entry of the run at or above the row's index shows the row was settled (entries
-        // are written in index order). Another server's entry for the row is normally the
-        // last line of today's segment, so that segment is read backwards first, with no
-        // directory listing; only when it cannot show the row settled is the whole chain
-        // searched from its end.
         let today = self.audit.current_segment_path();
         let recent = audit::newest_record_in_segment_where(&today, self.audit.key(), &of_this_run)
             .map_err(|source| search_failed(&today, source))?;
-        if index_of(recent.as_ref()).is_some_and(|index| index >= call_index) {
-            return Ok(());
+        if let Some(index) = index_of(recent.as_ref())
+            && index >= last_index
+        {
+            return Ok(Some(index));
         }
         let newest = audit::newest_record_where(self.audit.dir(), self.audit.key(), &of_this_run)
             .map_err(|source| search_failed(self.audit.dir(), source))?;
-        let newest_index = index_of(newest.as_ref());
-        if newest_index.is_some_and(|index| index >= call_index) {
-            return Ok(());
+        Ok(index_of(newest.as_ref()))
+    }
+
+    /// One abandonment entry for each call row from call index `from` to the last
+    /// (`call_rows - 1`), built from the rows the writer keeps
+    /// ([`bernstein_journal::run_journal::RECENT_ROWS_PER_EVENT`] of them). Rows older than
+    /// that cannot have been left by one group of this server; should an outside writer have
+    /// left more, the ones out of reach are logged and stay gaps `verify` reports.
+    fn abandoned_entries(
+        &self,
+        journal: &JournalSummary<'_>,
+        call_rows: u64,
+        from: u64,
+    ) -> std::result::Result<Vec<AuditEvent>, bernstein_journal::Error> {
+        let run_id = self.run_id.as_str();
+        let recent: Vec<&Object> = journal.recent_of(STATELESS_CALL_EVENT).collect();
+        let oldest_known = call_rows - recent.len() as u64;
+        if from < oldest_known {
+            tracing::error!(
+                run_id,
+                from,
+                oldest_known,
+                "call rows without audit entries lie beyond the rows this writer keeps; they \
+                 cannot be recorded as abandoned and stay gaps in the call order"
+            );
         }
-        let text = |key: &str| last.get(key).and_then(PyValue::as_str).unwrap_or_default();
-        let span_id = text("span_id");
-        let journal_index = match last.get("index") {
-            Some(PyValue::Int(i)) => i.as_u64().unwrap_or_default(),
-            _ => 0,
-        };
-        tracing::warn!(
-            run_id,
-            call_index,
-            span_id,
-            "recording an anchored call whose process stopped before its audit entry as abandoned"
-        );
-        let details = Object::new()
-            .with("run_id", run_id)
-            .with("method", text("method"))
-            .with("call_index", call_index)
-            .with("trace_id", text("trace_id"))
-            .with("span_id", span_id)
-            .with("journal_head", text("event_hash"))
-            .with("journal_index", journal_index)
-            .with("reason", ABANDONED_CALL_REASON);
-        self.audit.append(&AuditEvent::new(
-            ABANDONED_CALL_EVENT,
-            ANCHOR_ACTOR,
-            ANCHOR_RESOURCE_TYPE,
-            span_id,
-            details,
-        ))?;
-        Ok(())
+        let mut events = Vec::new();
+        for (offset, last) in recent.into_iter().enumerate() {
+            let call_index = oldest_known + offset as u64;
+            if call_index < from {
+                continue;
+            }
+            let text = |key: &str| last.get(key).and_then(PyValue::as_str).unwrap_or_default();
+            let span_id = text("span_id");
+            let journal_index = match last.get("index") {
+                Some(PyValue::Int(i)) => i.as_u64().unwrap_or_default(),
+                _ => 0,
+            };
+            tracing::warn!(
+                run_id,
+                call_index,
+                span_id,
+                "recording an anchored call whose process stopped before its audit entry as \
+                 abandoned"
+            );
+            let details = Object::new()
+                .with("run_id", run_id)
+                .with("method", text("method"))
+                .with("call_index", call_index)
+                .with("trace_id", text("trace_id"))
+                .with("span_id", span_id)
+                .with("journal_head", text("event_hash"))
+                .with("journal_index", journal_index)
+                .with("reason", ABANDONED_CALL_REASON);
+            events.push(AuditEvent::new(
+                ABANDONED_CALL_EVENT,
+                ANCHOR_ACTOR,
+                ANCHOR_RESOURCE_TYPE,
+                span_id,
+                details,
+            ));
+        }
+        Ok(events)
     }
 
     /// [`Anchor::anchor`] on the blocking thread pool, so file locks and fsync never stall the
@@ -672,6 +920,187 @@ mod tests {
         assert!(order.ok(), "{:?}", order.problems);
         let indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
         assert_eq!(indices, vec![0, 1, 2]);
+    }
+
+    /// Holds `.chain.lock` from outside (as another process's append would) until dropped.
+    fn hold_chain_lock(root: &Path) -> std::fs::File {
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(audit_dir(root).join(audit::LOCK_FILE_NAME))
+            .unwrap();
+        lock.lock().unwrap();
+        lock
+    }
+
+    /// Waits, bounded, until `waiting` calls queue behind the group being committed.
+    fn wait_for_queue(anchor: &Anchor, waiting: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while anchor.group_stats().waiting < waiting {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "calls never queued: {:?}",
+                anchor.group_stats()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Calls arriving while a group is committed are committed together, as one group, and
+    /// each is answered with its own durable row and entry, in one gap-free order that the
+    /// chain holds in call-index order.
+    #[test]
+    fn calls_waiting_for_a_commit_are_anchored_together_in_one_order() {
+        const CALLS: u64 = 12;
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Arc::new(Anchor::open(dir.path(), "mcp-calls", key()).unwrap());
+        let params = |n: u64| json!({"name": "bernstein_health", "arguments": {"n": n}});
+        anchor.anchor("tools/call", Some(&params(0))).unwrap();
+        // The first of the concurrent calls blocks in its audit append; the rest queue.
+        let lock = hold_chain_lock(dir.path());
+        let threads: Vec<_> = (1..=CALLS)
+            .map(|n| {
+                let anchor = Arc::clone(&anchor);
+                let params = params(n);
+                std::thread::spawn(move || anchor.anchor("tools/call", Some(&params)).unwrap())
+            })
+            .collect();
+        wait_for_queue(&anchor, CALLS - 1);
+        lock.unlock().unwrap();
+        let anchored: Vec<AnchoredCall> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+
+        let stats = anchor.group_stats();
+        assert_eq!(stats.calls, CALLS + 1);
+        assert_eq!(stats.groups, 3, "{stats:?}");
+        assert_eq!(stats.largest, CALLS - 1, "{stats:?}");
+        let mut indices: Vec<u64> = anchored.iter().map(|c| c.call_index).collect();
+        indices.sort_unstable();
+        assert_eq!(indices, (1..=CALLS).collect::<Vec<_>>());
+        // Every answer names its own row and entry, and the chain holds them in order.
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let chain_indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
+        assert_eq!(chain_indices, (0..=CALLS).collect::<Vec<_>>());
+        for call in &anchored {
+            let recorded = &order.calls[call.call_index as usize];
+            assert_eq!(recorded.span_id, call.span_id);
+            assert_eq!(recorded.journal_head, call.journal_head);
+            assert_eq!(recorded.hmac, call.chain_head);
+        }
+        let journal = load_run_journal(dir.path(), "mcp-calls").unwrap();
+        assert_eq!(journal.rows.len() as u64, CALLS + 1);
+        assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
+        assert!(anchor.audit_chain().verify().ok());
+    }
+
+    /// A group whose audit entries cannot be written acknowledges none of its calls: each gets
+    /// the error, and every row of the group is taken back, so the order goes on gap-free.
+    #[test]
+    fn a_group_whose_entries_fail_acknowledges_none_and_leaves_no_row() {
+        const CALLS: u64 = 6;
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Arc::new(Anchor::open(dir.path(), "mcp-calls", key()).unwrap());
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        anchor.anchor("tools/call", Some(&params)).unwrap();
+        let lock_path = audit_dir(dir.path()).join(audit::LOCK_FILE_NAME);
+        let lock = hold_chain_lock(dir.path());
+        let threads: Vec<_> = (0..=CALLS)
+            .map(|_| {
+                let anchor = Arc::clone(&anchor);
+                let params = params.clone();
+                std::thread::spawn(move || anchor.anchor("tools/call", Some(&params)))
+            })
+            .collect();
+        wait_for_queue(&anchor, CALLS);
+        // The first group already holds the old lock file open and gets it; the queued group
+        // then finds no usable lock and cannot write its entries.
+        std::fs::remove_file(&lock_path).unwrap();
+        std::fs::create_dir(&lock_path).unwrap();
+        lock.unlock().unwrap();
+        let results: Vec<Result<AnchoredCall>> =
+            threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let anchored: Vec<&AnchoredCall> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(
+            anchored.len(),
+            1,
+            "only the group that held the lock is answered"
+        );
+        assert_eq!(anchored[0].call_index, 1);
+        let refused: Vec<&Error> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+        assert_eq!(refused.len() as u64, CALLS);
+        for err in &refused {
+            assert!(matches!(err, Error::Group(_)), "{err}");
+        }
+        let journal = load_run_journal(dir.path(), "mcp-calls").unwrap();
+        assert_eq!(
+            journal.rows.len(),
+            2,
+            "the failed group's rows were taken back"
+        );
+
+        std::fs::remove_dir(&lock_path).unwrap();
+        assert_eq!(
+            anchor
+                .anchor("tools/call", Some(&params))
+                .unwrap()
+                .call_index,
+            2
+        );
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        assert_eq!(order.calls.len(), 3);
+        assert!(order.abandoned.is_empty());
+    }
+
+    /// A process killed after a whole group's rows were fsynced and before their entries
+    /// leaves several call rows without entries; the next call records every one of them as
+    /// abandoned, so the order has no gap.
+    #[test]
+    fn every_row_of_a_group_killed_before_its_entries_is_recorded_abandoned() {
+        const LEFT: u64 = 5;
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        anchor.anchor("tools/call", Some(&params)).unwrap();
+        // What the killed process left: its group's rows, durable, and no audit entry.
+        let mut killed =
+            JournalWriter::open(dir.path(), "mcp-calls", HashProfile::PyJsonV1).unwrap();
+        let (rows, ()) = killed
+            .append_group_then(
+                STATELESS_CALL_EVENT,
+                |journal| {
+                    let first = journal.count_of(STATELESS_CALL_EVENT);
+                    (first..first + LEFT)
+                        .map(|call_index| {
+                            Object::new()
+                                .with("method", "tools/call")
+                                .with("call_index", call_index)
+                                .with("trace_id", trace_id_for_run("mcp-calls"))
+                                .with("span_id", format!("{call_index:016x}"))
+                        })
+                        .collect()
+                },
+                |_| Ok(()),
+            )
+            .unwrap();
+        assert_eq!(rows.len() as u64, LEFT);
+
+        let next = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let call = next.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(call.call_index, LEFT + 1);
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let abandoned: Vec<u64> = order.abandoned.iter().map(|c| c.call_index).collect();
+        assert_eq!(abandoned, (1..=LEFT).collect::<Vec<_>>());
+        let spans: Vec<&str> = order.abandoned.iter().map(|c| c.span_id.as_str()).collect();
+        let expected: Vec<String> = (1..=LEFT).map(|i| format!("{i:016x}")).collect();
+        assert_eq!(spans, expected);
+        // Settled once: the first anchor's next call finds nothing more to record.
+        anchor.anchor("tools/call", Some(&params)).unwrap();
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        assert_eq!(order.abandoned.len() as u64, LEFT);
+        assert_eq!(order.calls.len(), 3);
     }
 
     /// A server killed mid-row leaves half a row in the shared anchoring journal; every later

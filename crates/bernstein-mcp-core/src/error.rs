@@ -31,6 +31,10 @@ pub enum Error {
         /// The anchoring run.
         run_id: String,
     },
+    /// One failure shared by every call of an anchoring group (see [`crate::Anchor::anchor`]);
+    /// it reads exactly as the failure itself.
+    #[error(transparent)]
+    Group(std::sync::Arc<Error>),
     /// The blocking anchoring work was lost (its thread panicked or the runtime shut down).
     #[error("anchoring did not complete: {0}")]
     AnchorTask(String),

@@ -46,8 +46,8 @@ mod tasks;
 pub mod telemetry;
 
 pub use anchor::{
-    ABANDONED_CALL_EVENT, Anchor, AnchoredCall, CallOrder, OrderProblem, RecordedCall,
-    STATELESS_CALL_EVENT, reconstruct_call_order,
+    ABANDONED_CALL_EVENT, Anchor, AnchoredCall, CallOrder, GroupStats, MAX_GROUP, OrderProblem,
+    RecordedCall, STATELESS_CALL_EVENT, reconstruct_call_order,
 };
 pub use card::{AuthPosture, ServerIdentity, TransportInfo};
 pub use dispatcher::{

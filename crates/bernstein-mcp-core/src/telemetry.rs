@@ -49,11 +49,11 @@ pub fn describe() {
     metrics::describe_histogram!(
         ANCHOR_APPEND_DURATION,
         metrics::Unit::Seconds,
-        "Latency of anchoring one call: the mcp.stateless_call journal row and its audit entry, both fsynced, under the journal lock."
+        "Latency of anchoring one call, from the request to its durable evidence: waiting for the group commit in progress, then its group's journal rows and audit entries, each group fsynced once."
     );
     metrics::describe_histogram!(
         GROUP_COMMIT_BATCH_SIZE,
-        "Rows made durable by one anchoring commit. Every anchor is committed on its own today, so each batch is 1 row; the histogram is there for group commit."
+        "Calls anchored by one group commit: their journal rows share one write and fsync, and their audit entries another."
     );
     bernstein_journal::durable::describe_metrics();
     bernstein_tasks::remote::describe_metrics();
@@ -64,10 +64,14 @@ pub(crate) fn jsonrpc_error(error: &RpcError) {
     metrics::counter!(JSONRPC_ERRORS_TOTAL, "code" => error.code.to_string()).increment(1);
 }
 
-/// Records one anchoring commit that took `started.elapsed()`.
+/// Records one anchored call that took `started.elapsed()`, its wait for the group included.
 pub(crate) fn anchor_committed(started: Instant) {
     metrics::histogram!(ANCHOR_APPEND_DURATION).record(started.elapsed().as_secs_f64());
-    metrics::histogram!(GROUP_COMMIT_BATCH_SIZE).record(1.0);
+}
+
+/// Records one group commit of `calls` calls.
+pub(crate) fn group_committed(calls: usize) {
+    metrics::histogram!(GROUP_COMMIT_BATCH_SIZE).record(calls as f64);
 }
 
 /// How a `tools/call` ended.

@@ -246,6 +246,23 @@ impl AuditChain {
         self.append_inner(event, Some(at), true)
     }
 
+    /// Appends `events` in order, each chained onto the one before, as one group commit: one
+    /// lock, one clock reading (every record of the group carries the same timestamp and goes
+    /// to the same day segment), one write and one fsync. The records are exactly the ones
+    /// [`AuditChain::append`] would write one by one at that instant. Returns what each wrote,
+    /// in order; an empty slice writes nothing and takes no lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`AuditChain::append`]; on an error none of the group is on disk (a failed write or
+    /// fsync truncates the segment back to its length before the group).
+    pub fn append_many(&self, events: &[AuditEvent]) -> Result<Vec<AppendedRecord>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.append_group(events, None, true)
+    }
+
     /// Appends `event` without adding `details.prev_chain_digest`, as the reference's plain
     /// `AuditLog.log` does (used for `chain.tear_acknowledged` records). `at` defaults to now.
     pub fn append_unanchored(
@@ -268,6 +285,17 @@ impl AuditChain {
         at: Option<Timestamp>,
         anchored: bool,
     ) -> Result<AppendedRecord> {
+        let mut appended = self.append_group(std::slice::from_ref(event), at, anchored)?;
+        Ok(appended.remove(0))
+    }
+
+    /// Appends a non-empty group of events under one lock, with one write and one fsync.
+    fn append_group(
+        &self,
+        events: &[AuditEvent],
+        at: Option<Timestamp>,
+        anchored: bool,
+    ) -> Result<Vec<AppendedRecord>> {
         // The directory is created (and its parents fsynced) before the first append of this
         // chain; afterwards it is only recreated when taking the lock finds it gone.
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
@@ -284,7 +312,7 @@ impl AuditChain {
             }
         };
         let locked = std::time::Instant::now();
-        let appended = self.append_locked(&mut last, event, at, anchored);
+        let appended = self.append_locked(&mut last, events, at, anchored);
         drop(lock);
         let held = u64::try_from(locked.elapsed().as_micros()).unwrap_or(u64::MAX);
         last.stats.lock_held_us = last.stats.lock_held_us.saturating_add(held);
@@ -299,14 +327,15 @@ impl AuditChain {
         Ok(appended)
     }
 
-    /// The part of an append made under the chain lock.
+    /// The part of an append made under the chain lock: every event of the group, chained in
+    /// order, in one write.
     fn append_locked(
         &self,
         last: &mut LastAppend,
-        event: &AuditEvent,
+        events: &[AuditEvent],
         at: Option<Timestamp>,
         anchored: bool,
-    ) -> Result<(AppendedRecord, PathBuf)> {
+    ) -> Result<(Vec<AppendedRecord>, PathBuf)> {
         // The clock is read only now, under the lock: see the module documentation, step 2.
         let at = at.unwrap_or_else(|| self.clock.read());
         let segment = at.segment_name();
@@ -352,47 +381,54 @@ impl AuditChain {
             None => identity.2,
         };
 
-        let mut details = event.details.clone();
-        if anchored {
-            details.insert(PREV_CHAIN_DIGEST_KEY, head.as_str());
-        }
-        let minted = mint(
-            &self.key,
-            &head,
-            &timestamp,
-            &event.event_type,
-            &event.actor,
-            &event.resource_type,
-            &event.resource_id,
-            details,
-        );
-        let mut bytes = Vec::with_capacity(minted.line.len() + 1);
-        bytes.extend_from_slice(minted.line.as_bytes());
-        bytes.push(b'\n');
-        // One write on the O_APPEND descriptor, fsynced; a failure truncates back to `size`
-        // (we hold the chain lock).
-        append_durably(&mut file, size, &bytes)
-            .map_err(|err| Error::io("append to", &segment_path, err))?;
-        let offset = size;
-        last.known = Some(KnownSegmentTail {
-            segment: segment.clone(),
-            identity: (identity.0, identity.1, size + bytes.len() as u64),
-            head: minted.hmac.clone(),
-            line: (offset, bytes),
-        });
-        Ok((
-            AppendedRecord {
-                segment,
+        let mut bytes = Vec::new();
+        let mut appended = Vec::with_capacity(events.len());
+        let mut sealed_tear = sealed_tear;
+        let mut head = head;
+        for event in events {
+            let mut details = event.details.clone();
+            if anchored {
+                details.insert(PREV_CHAIN_DIGEST_KEY, head.as_str());
+            }
+            let minted = mint(
+                &self.key,
+                &head,
+                &timestamp,
+                &event.event_type,
+                &event.actor,
+                &event.resource_type,
+                &event.resource_id,
+                details,
+            );
+            let offset = size + bytes.len() as u64;
+            bytes.extend_from_slice(minted.line.as_bytes());
+            bytes.push(b'\n');
+            let prev_hmac = std::mem::replace(&mut head, minted.hmac.clone());
+            appended.push(AppendedRecord {
+                segment: segment.clone(),
                 offset,
-                timestamp,
+                timestamp: timestamp.clone(),
                 hmac: minted.hmac,
-                prev_hmac: head,
+                prev_hmac,
                 record: minted.record,
                 line: minted.line,
-                sealed_tear,
-            },
-            segment_path,
-        ))
+                // A tear is sealed once, before the group's first record.
+                sealed_tear: sealed_tear.take(),
+            });
+        }
+        // One write on the O_APPEND descriptor, fsynced; a failure truncates back to `size`
+        // (we hold the chain lock), so no record of the group is left behind.
+        append_durably(&mut file, size, &bytes)
+            .map_err(|err| Error::io("append to", &segment_path, err))?;
+        let last_offset = appended.last().map_or(size, |record| record.offset);
+        let last_line = bytes[usize::try_from(last_offset - size).unwrap_or(0)..].to_vec();
+        last.known = Some(KnownSegmentTail {
+            segment,
+            identity: (identity.0, identity.1, size + bytes.len() as u64),
+            head,
+            line: (last_offset, last_line),
+        });
+        Ok((appended, segment_path))
     }
 
     /// The head the next record chains onto, sealing a torn day-segment tail first
@@ -688,6 +724,66 @@ mod tests {
 
     fn event(id: &str) -> AuditEvent {
         AuditEvent::new("test.event", "tester", "thing", id, Object::new())
+    }
+
+    /// A group commit writes exactly the bytes the same events appended one by one at the
+    /// same instant write, in one write: the group is an optimisation, never a format.
+    #[test]
+    fn a_group_writes_the_bytes_of_one_by_one_appends() {
+        let at = Timestamp::parse("2026-03-01T12:00:00.000000Z").unwrap();
+        let events: Vec<AuditEvent> = (0..5).map(|n| event(&format!("e{n}"))).collect();
+        let one_by_one = tempfile::tempdir().unwrap();
+        let single = AuditChain::open(one_by_one.path(), key());
+        single.append_at(&event("first"), at).unwrap();
+        for e in &events {
+            single.append_at(e, at).unwrap();
+        }
+        let grouped_dir = tempfile::tempdir().unwrap();
+        let grouped =
+            AuditChain::open(grouped_dir.path(), key()).with_clock(AuditClock::from_fn(move || at));
+        grouped.append(&event("first")).unwrap();
+        let records = grouped.append_many(&events).unwrap();
+        assert_eq!(records.len(), events.len());
+        assert!(grouped.append_many(&[]).unwrap().is_empty());
+        let segment = at.segment_name();
+        let bytes = |dir: &Path| std::fs::read(dir.join(&segment)).unwrap();
+        assert_eq!(bytes(grouped_dir.path()), bytes(one_by_one.path()));
+        // What the group reports is what it wrote, line by line and chained.
+        let written = String::from_utf8(bytes(grouped_dir.path())).unwrap();
+        let lines: Vec<&str> = written.lines().skip(1).collect();
+        for (record, line) in records.iter().zip(&lines) {
+            assert_eq!(record.line, *line);
+            assert_eq!(&written[record.offset as usize..][..line.len()], *line);
+        }
+        for pair in records.windows(2) {
+            assert_eq!(pair[1].prev_hmac, pair[0].hmac);
+        }
+        assert!(grouped.verify().ok());
+        // The next append knows the head without a tail scan.
+        grouped.append(&event("after")).unwrap();
+        assert_eq!(
+            grouped.append_stats().tail_scans,
+            1,
+            "{:?}",
+            grouped.append_stats()
+        );
+    }
+
+    /// A group whose fsync fails leaves none of its records behind.
+    #[test]
+    fn a_group_that_fails_to_sync_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = AuditChain::open(dir.path(), key());
+        chain.append(&event("first")).unwrap();
+        let events: Vec<AuditEvent> = (0..3).map(|n| event(&format!("e{n}"))).collect();
+        seams::fail_next_fsyncs(1);
+        let err = chain.append_many(&events).unwrap_err();
+        assert!(err.to_string().contains("injected fsync failure"), "{err}");
+        assert_eq!(chain.verify().entries, 1);
+        chain.append_many(&events).unwrap();
+        let report = chain.verify();
+        assert!(report.ok());
+        assert_eq!(report.entries, 4);
     }
 
     /// Two appenders at midnight: A's clock reads 23:59:59.999999 and, before A can append,

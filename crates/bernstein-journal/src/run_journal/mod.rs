@@ -35,7 +35,10 @@ pub use paths::{
 pub use python::python_str_repr;
 pub use reader::{LoadedJournal, load_journal, parse_journal_bytes};
 pub use verify::{JournalVerification, journal_head, verify_journal, verify_loaded, verify_rows};
-pub use writer::{AppendedRow, CatchUpStats, Clock, JournalSummary, JournalWriter, SystemClock};
+pub use writer::{
+    AppendedRow, CatchUpStats, Clock, JournalSummary, JournalWriter, RECENT_ROWS_PER_EVENT,
+    SystemClock,
+};
 
 pub(crate) use paths::contained_path;
 pub(crate) use python::{PyException, python_float_check, python_int_check, python_strip};

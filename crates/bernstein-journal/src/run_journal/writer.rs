@@ -43,7 +43,7 @@ use crate::durable::{
 use crate::{Error, Result};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::fd::OwnedFd;
@@ -108,9 +108,27 @@ struct Known {
     /// back is re-read in full instead of being built on. `None` for an empty file.
     last_line: Option<(u64, Vec<u8>)>,
     by_event: HashMap<String, u64>,
-    /// The last row of each event type, as read or written.
-    last_by_event: HashMap<String, Object>,
+    /// The last [`RECENT_ROWS_PER_EVENT`] rows of each event type, oldest first, as read or
+    /// written.
+    recent_by_event: HashMap<String, VecDeque<Object>>,
 }
+
+impl Known {
+    /// Counts `row` of `event` and keeps it among the event's recent rows.
+    fn remember(&mut self, event: String, row: Object) {
+        *self.by_event.entry(event.clone()).or_insert(0) += 1;
+        let recent = self.recent_by_event.entry(event).or_default();
+        if recent.len() == RECENT_ROWS_PER_EVENT {
+            recent.pop_front();
+        }
+        recent.push_back(row);
+    }
+}
+
+/// How many of the newest rows of each event type a writer keeps for its payload builders
+/// ([`JournalSummary::recent_of`]): enough for a caller that appends groups of rows up to this
+/// size to look back over a whole group another process left behind.
+pub const RECENT_ROWS_PER_EVENT: usize = 64;
 
 /// How much reading a writer's catch-ups did, since it was opened. Public so that tests and
 /// benchmarks can show that catching up on other processes' appends reads only the new bytes.
@@ -176,7 +194,7 @@ pub struct JournalWriter<C: Clock = SystemClock> {
 pub struct JournalSummary<'a> {
     rows: u64,
     by_event: &'a HashMap<String, u64>,
-    last_by_event: &'a HashMap<String, Object>,
+    recent_by_event: &'a HashMap<String, VecDeque<Object>>,
 }
 
 impl JournalSummary<'_> {
@@ -193,7 +211,13 @@ impl JournalSummary<'_> {
     /// The last row whose `event` is `event` (the whole row: envelope and payload keys), so a
     /// caller can check, under the lock, whether the operation that row began was completed.
     pub fn last_of(&self, event: &str) -> Option<&Object> {
-        self.last_by_event.get(event)
+        self.recent_by_event.get(event).and_then(VecDeque::back)
+    }
+
+    /// The newest rows whose `event` is `event`, oldest first: at most
+    /// [`RECENT_ROWS_PER_EVENT`] of them, the last being [`JournalSummary::last_of`].
+    pub fn recent_of(&self, event: &str) -> impl Iterator<Item = &Object> {
+        self.recent_by_event.get(event).into_iter().flatten()
     }
 }
 
@@ -358,7 +382,7 @@ impl<C: Clock> JournalWriter<C> {
         let summary = JournalSummary {
             rows: known.next_index,
             by_event: &known.by_event,
-            last_by_event: &known.last_by_event,
+            recent_by_event: &known.recent_by_event,
         };
         let payload = match build(&summary) {
             Some(payload) => payload,
@@ -387,6 +411,99 @@ impl<C: Clock> JournalWriter<C> {
                         error = %rollback,
                         "could not take back a journal row whose operation failed"
                     );
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Appends a group of rows of `event` as one commit: `build` reads what the journal holds
+    /// (as for [`JournalWriter::append_counted`], under the same exclusive lock) and returns
+    /// the payloads, in order; they are written in one `write(2)` and made durable by one
+    /// fsync. Then `then(&rows)` runs, still under the lock, even when there are no rows (a
+    /// caller may have other work to do under the lock, such as settling rows another process
+    /// left). When `then` fails, every row of the group is taken back (the file is truncated
+    /// to its length before the group and fsynced) and `then`'s error is returned. `then` must
+    /// not append to this journal itself.
+    ///
+    /// A group larger than [`RECENT_ROWS_PER_EVENT`] is allowed, but a later builder can look
+    /// back only that far ([`JournalSummary::recent_of`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`JournalWriter::append`] (for any payload of the group: then nothing is written),
+    /// and `then`'s error.
+    pub fn append_group_then<F, G, T>(
+        &mut self,
+        event: &str,
+        build: F,
+        then: G,
+    ) -> Result<(Vec<AppendedRow>, T)>
+    where
+        F: FnOnce(&JournalSummary<'_>) -> Vec<Object>,
+        G: FnOnce(&[AppendedRow]) -> Result<T>,
+    {
+        let (mut file, path) = self.open_locked()?;
+        let locked = std::time::Instant::now();
+        let appended = self.append_group_locked(&mut file, &path, event, build, then);
+        drop(file);
+        self.stats.held(locked, &path);
+        appended
+    }
+
+    /// [`JournalWriter::append_group_then`] with the journal open and locked.
+    fn append_group_locked<F, G, T>(
+        &mut self,
+        file: &mut File,
+        path: &Path,
+        event: &str,
+        build: F,
+        then: G,
+    ) -> Result<(Vec<AppendedRow>, T)>
+    where
+        F: FnOnce(&JournalSummary<'_>) -> Vec<Object>,
+        G: FnOnce(&[AppendedRow]) -> Result<T>,
+    {
+        let mut known = self.catch_up(file, path)?;
+        let summary = JournalSummary {
+            rows: known.next_index,
+            by_event: &known.by_event,
+            recent_by_event: &known.recent_by_event,
+        };
+        let payloads = build(&summary);
+        if let Some(err) = payloads.iter().find_map(|p| check_payload_keys(p).err()) {
+            self.known = Some(known);
+            return Err(err);
+        }
+        let size_before = known.identity.2;
+        let before = known.clone();
+        let rows = match self.write_rows(file, path, &mut known, event, &payloads) {
+            Ok(rows) => rows,
+            Err(err) => {
+                // Nothing of the group is on disk: what this writer knew still holds.
+                self.known = Some(before);
+                return Err(err);
+            }
+        };
+        match then(&rows) {
+            Ok(value) => {
+                self.known = Some(known);
+                Ok((rows, value))
+            }
+            Err(err) if rows.is_empty() => {
+                self.known = Some(known);
+                Err(err)
+            }
+            Err(err) => {
+                match file.set_len(size_before).and_then(|()| file.sync_all()) {
+                    Ok(()) => self.known = Some(before),
+                    // `known` is left unset: the next append reads the journal again.
+                    Err(rollback) => tracing::error!(
+                        path = %path.display(),
+                        rows = rows.len(),
+                        error = %rollback,
+                        "could not take back the journal rows of a group whose operation failed"
+                    ),
                 }
                 Err(err)
             }
@@ -522,8 +639,7 @@ impl<C: Clock> JournalWriter<C> {
             }
             known.head = expected;
             known.next_index += 1;
-            *known.by_event.entry(event.clone()).or_insert(0) += 1;
-            known.last_by_event.insert(event, row);
+            known.remember(event, row);
         }
         let window_start = appended[..appended.len() - 1]
             .iter()
@@ -548,56 +664,86 @@ impl<C: Clock> JournalWriter<C> {
         event: &str,
         payload: &Object,
     ) -> Result<AppendedRow> {
-        let mut hashed = Object::new();
-        if known.profile != HashProfile::PyJsonV1 {
-            hashed.insert("hash_profile", known.profile.as_str());
-        }
-        for (key, value) in payload.iter() {
-            hashed.insert(key, value.clone());
-        }
-        let p_hash = payload_hash(known.profile, event, &hashed)
-            .map_err(|err| Error::Encode(err.to_string()))?;
-        let e_hash = event_hash(known.profile, &known.head, event, &p_hash, known.next_index);
+        let mut rows = self.write_rows(file, path, known, event, std::slice::from_ref(payload))?;
+        Ok(rows.remove(0))
+    }
 
-        let ts = self.clock.now_unix_seconds();
-        let elapsed = python_round3(self.clock.now_unix_seconds() - self.start_ts);
-        let mut row = Object::new()
-            .with("ts", ts)
-            .with("elapsed_s", elapsed)
-            .with("index", known.next_index)
-            .with("event", event)
-            .with("prev_hash", known.head.as_str())
-            .with("payload_hash", p_hash.as_str())
-            .with("event_hash", e_hash.as_str());
-        if known.profile != HashProfile::PyJsonV1 {
-            row.insert("hash_profile", known.profile.as_str());
-        }
-        for (key, value) in payload.iter() {
-            row.insert(key, value.clone());
-        }
-        let line = Value::Object(row.clone()).dumps(Dialect::PY_ROW);
-        let mut bytes = Vec::with_capacity(line.len() + 1);
-        bytes.extend_from_slice(line.as_bytes());
-        bytes.push(b'\n');
+    /// Hashes the rows of `payloads` (each chained onto the one before) after `known`, writes
+    /// them in one `write(2)` on the `O_APPEND` descriptor followed by one fsync, and advances
+    /// `known` past them. Nothing is written for no payloads. A failed write or fsync takes
+    /// every row of the group back (we hold the lock, so the bytes past the old end are ours)
+    /// and leaves `known` as it was.
+    fn write_rows(
+        &mut self,
+        file: &mut File,
+        path: &Path,
+        known: &mut Known,
+        event: &str,
+        payloads: &[Object],
+    ) -> Result<Vec<AppendedRow>> {
         let (dev, ino, size) = known.identity;
-        // One write(2) on an O_APPEND descriptor; `write_all` only loops on a short write. A
-        // failure takes the row back (we hold the lock, so the bytes past `size` are ours).
+        let mut head = known.head.clone();
+        let mut index = known.next_index;
+        let mut bytes = Vec::new();
+        let mut last_start = 0;
+        let mut appended = Vec::with_capacity(payloads.len());
+        let mut rows = Vec::with_capacity(payloads.len());
+        for payload in payloads {
+            let mut hashed = Object::new();
+            if known.profile != HashProfile::PyJsonV1 {
+                hashed.insert("hash_profile", known.profile.as_str());
+            }
+            for (key, value) in payload.iter() {
+                hashed.insert(key, value.clone());
+            }
+            let p_hash = payload_hash(known.profile, event, &hashed)
+                .map_err(|err| Error::Encode(err.to_string()))?;
+            let e_hash = event_hash(known.profile, &head, event, &p_hash, index);
+
+            let ts = self.clock.now_unix_seconds();
+            let elapsed = python_round3(self.clock.now_unix_seconds() - self.start_ts);
+            let mut row = Object::new()
+                .with("ts", ts)
+                .with("elapsed_s", elapsed)
+                .with("index", index)
+                .with("event", event)
+                .with("prev_hash", head.as_str())
+                .with("payload_hash", p_hash.as_str())
+                .with("event_hash", e_hash.as_str());
+            if known.profile != HashProfile::PyJsonV1 {
+                row.insert("hash_profile", known.profile.as_str());
+            }
+            for (key, value) in payload.iter() {
+                row.insert(key, value.clone());
+            }
+            let line = Value::Object(row.clone()).dumps(Dialect::PY_ROW);
+            last_start = bytes.len();
+            bytes.extend_from_slice(line.as_bytes());
+            bytes.push(b'\n');
+            appended.push(AppendedRow {
+                index,
+                prev_hash: std::mem::replace(&mut head, e_hash.clone()),
+                payload_hash: p_hash,
+                event_hash: e_hash,
+                hash_profile: known.profile,
+                line,
+            });
+            rows.push(row);
+            index += 1;
+        }
+        if appended.is_empty() {
+            return Ok(appended);
+        }
+        // One write(2) on an O_APPEND descriptor; `write_all` only loops on a short write.
         append_durably(file, size, &bytes).map_err(|err| Error::io("append to", path, err))?;
 
-        let written = bytes.len() as u64;
-        let appended = AppendedRow {
-            index: known.next_index,
-            prev_hash: std::mem::replace(&mut known.head, e_hash.clone()),
-            payload_hash: p_hash,
-            event_hash: e_hash,
-            hash_profile: known.profile,
-            line,
-        };
-        known.identity = (dev, ino, size + written);
-        known.next_index += 1;
-        *known.by_event.entry(event.to_owned()).or_insert(0) += 1;
-        known.last_by_event.insert(event.to_owned(), row);
-        known.last_line = Some((size, bytes));
+        known.identity = (dev, ino, size + bytes.len() as u64);
+        known.next_index = index;
+        known.head = head;
+        for row in rows {
+            known.remember(event.to_owned(), row);
+        }
+        known.last_line = Some((size + last_start as u64, bytes.split_off(last_start)));
         Ok(appended)
     }
 
@@ -671,13 +817,11 @@ impl<C: Clock> JournalWriter<C> {
             profile,
             last_line,
             by_event: HashMap::new(),
-            last_by_event: HashMap::new(),
+            recent_by_event: HashMap::new(),
         };
         for row in rows {
             if let Some(name) = row.get("event").and_then(Value::as_str) {
-                let name = name.to_owned();
-                *known.by_event.entry(name.clone()).or_insert(0) += 1;
-                known.last_by_event.insert(name, row);
+                known.remember(name.to_owned(), row);
             }
         }
         Ok(known)
@@ -977,6 +1121,90 @@ mod tests {
             .collect();
         assert_eq!(events, vec!["a", "b"]);
         assert!(verify_journal(&writer.path().unwrap()).unwrap().ok());
+    }
+
+    /// A group of rows is one write: each row chained onto the one before, counted, and kept
+    /// for looking back; a failing `then` takes the whole group back, and `then` runs for an
+    /// empty group too.
+    #[test]
+    fn a_group_of_rows_is_appended_and_taken_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("start", &Object::new()).unwrap();
+        let group = |first: u64| -> Vec<Object> {
+            (first..first + 3)
+                .map(|n| Object::new().with("n", n))
+                .collect()
+        };
+        let (rows, seen) = writer
+            .append_group_then(
+                "call",
+                |journal| group(journal.count_of("call")),
+                |rows| Ok(rows.len()),
+            )
+            .unwrap();
+        assert_eq!(seen, 3);
+        assert_eq!(
+            rows.iter().map(|r| r.index).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(rows[1].prev_hash, rows[0].event_hash);
+        let path = writer.path().unwrap();
+        let length = std::fs::metadata(&path).unwrap().len();
+
+        let failed = writer.append_group_then(
+            "call",
+            |journal| group(journal.count_of("call")),
+            |_| -> Result<()> { Err(Error::Encode("the operation failed".to_owned())) },
+        );
+        assert!(failed.is_err());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), length);
+
+        let mut ran = false;
+        let (empty, ()) = writer
+            .append_group_then(
+                "call",
+                |_| Vec::new(),
+                |_| {
+                    ran = true;
+                    Ok(())
+                },
+            )
+            .unwrap();
+        assert!(empty.is_empty() && ran);
+
+        let (rows, ()) = writer
+            .append_group_then(
+                "call",
+                |journal| {
+                    let recent: Vec<u64> = journal
+                        .recent_of("call")
+                        .map(|row| match row.get("n") {
+                            Some(Value::Int(n)) => n.as_u64().unwrap(),
+                            _ => panic!("row without n"),
+                        })
+                        .collect();
+                    assert_eq!(recent, vec![0, 1, 2]);
+                    group(journal.count_of("call"))
+                },
+                |_| Ok(()),
+            )
+            .unwrap();
+        assert_eq!(rows[0].index, 4);
+        let loaded = load_journal(&path).unwrap();
+        assert_eq!(loaded.rows.len(), 7);
+        assert!(verify_journal(&path).unwrap().ok());
+        // Another writer reads the groups as rows like any others.
+        let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let row = other
+            .append_counted("call", |journal| {
+                assert_eq!(journal.count_of("call"), 6);
+                assert_eq!(journal.recent_of("call").count(), 6);
+                Some(Object::new())
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.index, 7);
     }
 
     /// Another process's appends are read by themselves: the catch-up reads the known last
