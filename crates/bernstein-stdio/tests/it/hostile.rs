@@ -334,6 +334,8 @@ async fn a_call_that_never_ends_times_out_and_ping_is_still_answered() {
     // Another process holding the task store's lock stands for any read that never ends (a FIFO
     // is now refused before it is read): `bernstein_status` waits on that lock on the blocking
     // pool, declares no timeout of its own, and must be cut by the hard timeout.
+    // The store creates `.sdd/runtime/` as it opens, on a thread of its own.
+    session.store_opened().await;
     let lock_path = session.dir.path().join(".sdd/runtime/tasks.jsonl.lock");
     let holder = std::fs::OpenOptions::new()
         .read(true)

@@ -89,11 +89,17 @@ impl Session {
     /// those files appear later and blame the message under test (seen on a fresh CI machine);
     /// waiting for readiness, which writes nothing, takes every snapshot after the open.
     pub(crate) async fn evidence(&self) -> BTreeMap<String, u64> {
+        self.store_opened().await;
+        evidence_files(self.dir.path())
+    }
+
+    /// Waits until the embedded store's background open has ended (it creates
+    /// `.sdd/runtime/` and the store's lock files); readiness writes nothing.
+    pub(crate) async fn store_opened(&self) {
         self.dispatcher
             .readiness()
             .await
             .expect("the embedded store opened");
-        evidence_files(self.dir.path())
     }
 
     /// Sends raw bytes followed by a newline.
