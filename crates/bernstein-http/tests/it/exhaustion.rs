@@ -34,6 +34,17 @@ async fn assert_calls(server: &Server) {
     assert!(reply.json()["result"].is_object(), "{}", reply.body_text());
 }
 
+/// Closes the client's half of `stream` and waits until the server has closed its end too, so
+/// that the connection no longer holds a slot (a refused connection is closed already).
+async fn close(mut stream: TcpStream) {
+    let _ = stream.shutdown().await;
+    let mut rest = Vec::new();
+    // A reset is as good as an end here: the server has let go of the connection either way.
+    let _ = tokio::time::timeout(STEP, stream.read_to_end(&mut rest))
+        .await
+        .expect("the server closed the connection once the client did");
+}
+
 /// Reads from `stream` until `buffer` ends with `suffix`.
 async fn read_until_suffix(stream: &mut TcpStream, buffer: &mut Vec<u8>, suffix: &[u8]) {
     while !buffer.ends_with(suffix) {
@@ -171,7 +182,7 @@ async fn a_connection_that_waits_out_the_queue_timeout_is_refused_and_the_server
         before,
         "a refused call wrote under .sdd/"
     );
-    drop(holder);
+    close(holder).await;
     server.assert_serving().await;
     assert_calls(&server).await;
     server.stop().await;
@@ -299,7 +310,11 @@ async fn clients_that_never_read_large_answers_do_not_stop_the_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_cancels_for_unknown_ids_are_each_accepted_and_write_nothing() {
-    let server = Arc::new(Server::start().await);
+    // Every one of the thousand connections may wait for a slot as long as the test runs: this
+    // test is about cancels, and a burst beyond the cap and the default waiting room would have
+    // some of them refused with 503 (while other tests in this binary load the machine, even
+    // a 1 s wait can run out).
+    let server = Arc::new(Server::with(|b| b, |c| c.waiting_room(1000).queue_timeout(STEP)).await);
     // Warm up: the first call creates the evidence files; the cancels must add nothing.
     assert_calls(&server).await;
     let before = server.evidence().await;
@@ -467,7 +482,7 @@ async fn ten_thousand_held_connections_are_capped_and_the_rest_refused_with_a_cl
             let _ = answered.send(Ok(reply));
             // The socket stays open until every client has its answer.
             let _ = tokio::time::timeout(STEP, released.wait_for(|go| *go)).await;
-            drop(stream);
+            close(stream).await;
         }));
     }
     drop((answered, released));
@@ -502,6 +517,7 @@ async fn ten_thousand_held_connections_are_capped_and_the_rest_refused_with_a_cl
     );
 
     release.send(true).unwrap();
+    // Each client waits until the server has closed its end, so every slot is free again.
     join_all(clients).await;
     server.assert_serving().await;
     assert_calls(&server).await;
