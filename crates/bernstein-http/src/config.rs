@@ -111,6 +111,8 @@ pub struct HttpConfig {
     pub(crate) body_timeout: Duration,
     pub(crate) header_read_timeout: Duration,
     pub(crate) max_connections: usize,
+    pub(crate) waiting_room: usize,
+    pub(crate) queue_timeout: Duration,
     pub(crate) shutdown_grace: Duration,
     pub(crate) sse_keepalive: Duration,
     pub(crate) clock: Clock,
@@ -131,6 +133,8 @@ impl fmt::Debug for HttpConfig {
             .field("body_timeout", &self.body_timeout)
             .field("header_read_timeout", &self.header_read_timeout)
             .field("max_connections", &self.max_connections)
+            .field("waiting_room", &self.waiting_room)
+            .field("queue_timeout", &self.queue_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("metrics", &self.metrics.is_some())
             .finish_non_exhaustive()
@@ -153,6 +157,8 @@ impl HttpConfig {
             body_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(30),
             max_connections: 256,
+            waiting_room: None,
+            queue_timeout: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
             sse_keepalive: Duration::from_secs(15),
             clock: Arc::new(SystemTime::now),
@@ -181,9 +187,20 @@ impl HttpConfig {
         self.header_read_timeout
     }
 
-    /// The most connections served at once; the accept loop waits for a free slot.
+    /// The most connections served at once. A connection beyond them waits in the waiting room
+    /// or is refused with 503; the accept loop never waits.
     pub fn max_connections(&self) -> usize {
         self.max_connections
+    }
+
+    /// How many connections may wait for a free slot at once.
+    pub fn waiting_room(&self) -> usize {
+        self.waiting_room
+    }
+
+    /// How long a connection in the waiting room waits for a free slot before it is refused.
+    pub fn queue_timeout(&self) -> Duration {
+        self.queue_timeout
     }
 
     /// How long a graceful shutdown waits for requests in flight.
@@ -214,6 +231,8 @@ pub struct HttpConfigBuilder {
     body_timeout: Duration,
     header_read_timeout: Duration,
     max_connections: usize,
+    waiting_room: Option<usize>,
+    queue_timeout: Duration,
     shutdown_grace: Duration,
     sse_keepalive: Duration,
     clock: Clock,
@@ -324,6 +343,25 @@ impl HttpConfigBuilder {
         self
     }
 
+    /// How many connections beyond [`HttpConfigBuilder::max_connections`] may wait for a free
+    /// slot; a connection arriving when the waiting room is full is refused with 503 at once.
+    /// Zero refuses every connection beyond the cap at once. Default: as many as
+    /// `max_connections`.
+    #[must_use]
+    pub fn waiting_room(mut self, connections: usize) -> Self {
+        self.waiting_room = Some(connections);
+        self
+    }
+
+    /// How long a connection in the waiting room waits for a free slot before it is refused
+    /// with 503. Default 1 s: long enough to absorb a short burst, short enough that a client
+    /// learns at once that the server is full.
+    #[must_use]
+    pub fn queue_timeout(mut self, timeout: Duration) -> Self {
+        self.queue_timeout = timeout;
+        self
+    }
+
     /// How long a graceful shutdown waits for requests in flight. Default 10 s.
     #[must_use]
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
@@ -407,6 +445,8 @@ impl HttpConfigBuilder {
             body_timeout: self.body_timeout,
             header_read_timeout: self.header_read_timeout,
             max_connections: self.max_connections,
+            waiting_room: self.waiting_room.unwrap_or(self.max_connections),
+            queue_timeout: self.queue_timeout,
             shutdown_grace: self.shutdown_grace,
             sse_keepalive: self.sse_keepalive,
             clock: self.clock,

@@ -1,15 +1,18 @@
-//! Auth refusals are counted through the `metrics` facade by reason.
+//! Auth refusals and refused connections are counted through the `metrics` facade by reason.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use metrics::{
     Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
-use crate::support::Server;
+use crate::support::{Server, read_answer};
 
 /// A recorder that keeps counters by name and labels (this test binary's global recorder).
 #[derive(Default)]
@@ -62,15 +65,43 @@ fn recorder() -> &'static Counting {
     })
 }
 
-fn count(reason: &str) -> u64 {
+/// The value of one counter series, `name{label=value}`.
+fn series(key: &str) -> u64 {
     recorder()
         .counters
         .lock()
         .unwrap()
-        .get(&format!(
-            "bernstein_mcp_auth_refusals_total{{reason={reason}}}"
-        ))
+        .get(key)
         .map_or(0, |c| c.0.load(Ordering::Relaxed))
+}
+
+fn count(reason: &str) -> u64 {
+    series(&format!(
+        "bernstein_mcp_auth_refusals_total{{reason={reason}}}"
+    ))
+}
+
+fn refused_connections(reason: &str) -> u64 {
+    series(&format!(
+        "bernstein_mcp_http_connections_refused_total{{reason={reason}}}"
+    ))
+}
+
+/// Opens a connection and sends `GET /healthz` on it, keeping it open.
+async fn healthz(server: &Server) -> TcpStream {
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    let request = format!("GET /healthz HTTP/1.1\r\nhost: {}\r\n\r\n", server.host());
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
+}
+
+/// The status of the answer on `stream`.
+async fn status(stream: &mut TcpStream) -> u16 {
+    tokio::time::timeout(Duration::from_secs(60), read_answer(stream))
+        .await
+        .expect("answered in time")
+        .unwrap()
+        .status
 }
 
 #[tokio::test]
@@ -124,4 +155,60 @@ async fn refusals_are_counted_by_reason() {
     assert!(after[2] > before[2], "{before:?} {after:?}");
     assert!(after[3] > before[3], "{before:?} {after:?}");
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connections_are_counted_by_reason() {
+    let _ = recorder();
+    let before = [
+        refused_connections("waiting_room_full"),
+        refused_connections("queue_timeout"),
+    ];
+    // One slot and one place in the waiting room. The first server's queue timeout outlasts
+    // the test, so its waiting connection is served once the slot frees; the second's is short,
+    // so its waiting connection is refused.
+    let patient = Server::with(
+        |b| b,
+        |c| {
+            c.max_connections(1)
+                .waiting_room(1)
+                .queue_timeout(Duration::from_secs(60))
+        },
+    )
+    .await;
+    let mut holder = healthz(&patient).await;
+    assert_eq!(status(&mut holder).await, 200);
+    let mut waiting = healthz(&patient).await;
+    // Connections are accepted in the order they were established, so the waiting one holds
+    // the only place when this one arrives.
+    let mut beyond = healthz(&patient).await;
+    assert_eq!(status(&mut beyond).await, 503);
+    drop(holder);
+    assert_eq!(status(&mut waiting).await, 200);
+    drop(waiting);
+    patient.stop().await;
+
+    let impatient = Server::with(
+        |b| b,
+        |c| {
+            c.max_connections(1)
+                .queue_timeout(Duration::from_millis(100))
+        },
+    )
+    .await;
+    let mut holder = healthz(&impatient).await;
+    assert_eq!(status(&mut holder).await, 200);
+    let mut waiting = healthz(&impatient).await;
+    assert_eq!(status(&mut waiting).await, 503);
+    drop(holder);
+    impatient.stop().await;
+
+    let after = [
+        refused_connections("waiting_room_full"),
+        refused_connections("queue_timeout"),
+    ];
+    // Other tests in this binary may refuse connections too, so the counts grow at least by
+    // ours.
+    assert!(after[0] > before[0], "{before:?} {after:?}");
+    assert!(after[1] > before[1], "{before:?} {after:?}");
 }

@@ -218,6 +218,36 @@ pub(crate) fn request_bytes(
     bytes
 }
 
+/// Reads one HTTP/1.1 answer with a `Content-Length` body, leaving the connection open.
+pub(crate) async fn read_answer(stream: &mut TcpStream) -> Result<Reply, String> {
+    let mut bytes = Vec::new();
+    loop {
+        if let Some(head) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+            let length: usize = Reply::parse(&bytes[..head + 4])
+                .header("content-length")
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| {
+                    format!("no content-length: {:?}", String::from_utf8_lossy(&bytes))
+                })?;
+            if bytes.len() >= head + 4 + length {
+                return Ok(Reply::parse(&bytes[..head + 4 + length]));
+            }
+        }
+        let mut chunk = [0u8; 1024];
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|err| format!("reading an answer failed: {err}"))?;
+        if n == 0 {
+            return Err(format!(
+                "closed before a whole answer: {:?}",
+                String::from_utf8_lossy(&bytes)
+            ));
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+}
+
 /// A parsed HTTP/1.1 response.
 #[derive(Debug)]
 pub(crate) struct Reply {
