@@ -44,5 +44,5 @@ pub use config::{
     LEGACY_SESSION_WINDOW_END, MetricsRenderer, split_list,
 };
 pub use error::Error;
-pub use serve::serve;
+pub use serve::{describe_metrics, serve};
 pub use service::{HEADER_MISMATCH, MCP_PATH, McpHttp};

@@ -53,6 +53,20 @@ const CANCEL_GRACE: Duration = Duration::from_secs(1);
 /// The counter of connections refused for want of a slot, by `reason`.
 pub(crate) const CONNECTIONS_REFUSED_TOTAL: &str = "bernstein_mcp_http_connections_refused_total";
 
+/// Describes the transport's own metrics (the connections refused for want of a slot and the
+/// requests refused by the auth layer) to the installed `metrics` recorder, so the Prometheus
+/// text carries their help lines. Call once, after installing the recorder.
+pub fn describe_metrics() {
+    metrics::describe_counter!(
+        CONNECTIONS_REFUSED_TOTAL,
+        "HTTP connections answered 503 and closed because every slot was taken, by reason (waiting_room_full, queue_timeout)."
+    );
+    metrics::describe_counter!(
+        crate::service::AUTH_REFUSALS_TOTAL,
+        "HTTP requests refused by the auth layer, by reason."
+    );
+}
+
 /// The `Retry-After` of a refused connection, in seconds.
 const RETRY_AFTER_SECS: u64 = 1;
 

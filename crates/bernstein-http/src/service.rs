@@ -52,6 +52,9 @@ use crate::calls::{CancelOnDrop, ChannelSink, Event, InFlight, Registration};
 use crate::config::{HttpConfig, LEGACY_SESSION_WINDOW_END};
 use crate::sse::Streams;
 
+/// The counter of requests refused by the auth layer, by `reason`.
+pub(crate) const AUTH_REFUSALS_TOTAL: &str = "bernstein_mcp_auth_refusals_total";
+
 /// The JSON-RPC error code of a SEP-2243 header that is missing or disagrees with the body.
 pub const HEADER_MISMATCH: i32 = -32020;
 
@@ -499,8 +502,7 @@ impl Shared {
 
     /// The answer to a refused protection check, counted by reason.
     fn refuse(&self, refusal: Refusal, headers: &HeaderMap) -> Response<ResponseBody> {
-        metrics::counter!("bernstein_mcp_auth_refusals_total", "reason" => refusal.reason())
-            .increment(1);
+        metrics::counter!(AUTH_REFUSALS_TOTAL, "reason" => refusal.reason()).increment(1);
         tracing::info!(reason = refusal.reason(), "request refused");
         match refusal {
             Refusal::Host => error(StatusCode::MISDIRECTED_REQUEST, "host not allowed"),

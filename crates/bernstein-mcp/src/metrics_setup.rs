@@ -65,6 +65,7 @@ pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
         .install_recorder()
         .context("cannot install the metrics recorder")?;
     telemetry::describe();
+    bernstein_http::describe_metrics();
     let upkeep = handle.clone();
     std::thread::Builder::new()
         .name("metrics-upkeep".to_owned())
