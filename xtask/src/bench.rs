@@ -242,7 +242,13 @@ fn run_parts(
                 )?);
             }
             "verify" => {
-                results.verify = Some(bench_limits::measure_verify(&dir, &key, &key_file, python)?);
+                results.verify = Some(bench_limits::measure_verify(
+                    &dir,
+                    &key,
+                    &key_file,
+                    python,
+                    &binaries.ours,
+                )?);
             }
             "poll" => {
                 let small = bench_limits::measure_poll(&dir, &key, 10)?;

@@ -3,7 +3,8 @@
 //! * `durable`: the latency of one `write` + `fdatasync` of a journal-sized line in the on-disk
 //!   scratch directory, and the call rate it implies for a durable sequential call (one bare
 //!   rmcp call plus two fdatasyncs: the anchoring journal row and the audit entry);
-//! * `verify`: `audit verify` on one 100 000-entry chain by ours ([`audit::verify`]), by the
+//! * `verify`: `audit verify` on one 100 000-entry chain by ours (the release binary's
+//!   `audit verify`, process start included), by the
 //!   reference's `AuditLog.verify` (when installed), and the raw HMAC-SHA256 limit over the same
 //!   lines with `ring`, on one core and on every core;
 //! * `poll`: the cost of one run-handle poll's chain-head lookup on a 10-entry and on a
@@ -69,14 +70,19 @@ pub(crate) struct VerifyRates {
     pub(crate) mean_line_bytes: f64,
 }
 
-/// Writes a [`CHAIN_ENTRIES`]-entry chain into `dir` and verifies it every way.
+/// Writes a [`CHAIN_ENTRIES`]-entry chain into a project under `dir` and verifies it every way.
+/// Ours is the release binary `ours` running `audit verify`, timed whole (process start
+/// included): xtask itself is a debug build, so verifying in-process would time unoptimised
+/// code.
 pub(crate) fn measure_verify(
     dir: &Path,
     key: &AuditKey,
     key_file: &Path,
     python: Option<&Path>,
+    ours_binary: &Path,
 ) -> anyhow::Result<VerifyRates> {
-    let chain = dir.join("verify-chain");
+    let project = dir.join("verify-project");
+    let chain = project.join(".sdd/audit");
     write_chain(&chain, key, CHAIN_ENTRIES)?;
     let lines = chain_lines(&chain)?;
     ensure!(
@@ -86,12 +92,21 @@ pub(crate) fn measure_verify(
     let rate = |elapsed: Duration| CHAIN_ENTRIES as f64 / elapsed.as_secs_f64();
     let ours = best_of(3, || {
         let started = Instant::now();
-        let report = audit::verify(&chain, key);
+        let output = Command::new(ours_binary)
+            .args(["audit", "verify", "--json", "--workdir"])
+            .arg(&project)
+            .arg("--key-file")
+            .arg(key_file)
+            .output()
+            .context("run bernstein-mcp audit verify")?;
+        let elapsed = started.elapsed();
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .context("audit verify --json printed no JSON")?;
         ensure!(
-            report.ok() && report.entries == CHAIN_ENTRIES,
-            "the benchmark chain must verify: {report:?}"
+            output.status.success() && report["entries"] == CHAIN_ENTRIES,
+            "the benchmark chain must verify: {report}"
         );
-        Ok(started.elapsed())
+        Ok(elapsed)
     })?;
     let reference = match python {
         Some(py) => Some(rate(reference_verify(py, &chain, key_file)?)),

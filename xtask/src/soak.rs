@@ -15,7 +15,9 @@
 //!   reference's chain writer;
 //! * `disk`: `.sdd/` on a small tmpfs that fills up, and remounted read-only (needs root).
 //!
-//! Without a stage, every stage runs. The seed is printed, and `--seed` replays a run.
+//! Without a stage, every stage runs. The seed is printed, and `--seed` replays a run. The tests
+//! are built with `--release`: the servers, `verify` and the checks after each kill then run
+//! optimised, as a soak of hundreds of kills needs.
 
 use anyhow::{Context, bail};
 
@@ -122,6 +124,10 @@ fn run_test(filter: &str, env: &[(&str, String)]) -> anyhow::Result<()> {
         .current_dir(project_root())
         .args([
             "test",
+            // Every kill is followed by `verify` and an evidence check of the whole project,
+            // which grows with the soak: unoptimised, those checks alone outgrew the time bound
+            // (91 of 200 kills in 1,800 s).
+            "--release",
             "-p",
             "bernstein-mcp",
             "--test",
