@@ -10,7 +10,8 @@
 //!    mtime and ctime, and holds the file it saw open so the inode number cannot be reused): a
 //!    row `in_progress` with a string `claimer` whose task is still `open` in the store makes the
 //!    task `claimed` by that claimer (see [`super::ops::adopt_backlog_claim`]), so a task claimed
-//!    through a receipt is never claimed again through the store.
+//!    through a receipt is never claimed again through the store. A file another store process
+//!    left with every claim on it adopted is not read at all ([`ADOPTED_NOTE_FILE`]).
 //! 2. **Project**, only when a reader needs the file current: before a claim on it
 //!    ([`super::EmbeddedStore::claim_through_backlog`]), on [`super::EmbeddedStore::sync_backlog`],
 //!    and when the last handle of a store that changed tasks is dropped (best effort). Rows of
@@ -308,6 +309,17 @@ fn row_is_current(row: &Object, status: &str, version: u64) -> bool {
     row.get("status").and_then(Value::as_str) == Some(status) && row_version == Some(version)
 }
 
+/// The note beside the backlog in which a store records the stamp of a backlog file whose
+/// claims the task log holds: written after the store brought the file in step, or adopted
+/// every claim on it, under the store's exclusive lock. Another store process that finds the
+/// file with exactly that stamp knows there is nothing on it to adopt and skips reading and
+/// parsing it: without the note, every mutation after another process's claim parsed the
+/// whole backlog (a thousand open tasks made each such call several times slower than in one
+/// process). The note is a cache: a missing, stale or unreadable note only means the file is
+/// read, and a claim a mistaken match could hide is still found by the read every projection
+/// makes before a claim is granted ([`BacklogTracker::sync`]).
+pub(crate) const ADOPTED_NOTE_FILE: &str = "task-backlog.json.adopted";
+
 /// The state of a file as seen by `fstat`: equal stamps of a file held open mean no one has
 /// replaced or rewritten it in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,6 +329,48 @@ struct FileStamp {
     len: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+}
+
+impl FileStamp {
+    /// The note's text: the seven numbers on one line.
+    fn note(&self) -> String {
+        format!(
+            "{} {} {} {} {} {} {}\n",
+            self.dev, self.ino, self.len, self.mtime.0, self.mtime.1, self.ctime.0, self.ctime.1
+        )
+    }
+
+    /// The stamp a note names, if the note is whole.
+    fn from_note(text: &str) -> Option<FileStamp> {
+        let mut numbers = text.trim_end_matches('\n').split(' ');
+        let mut next = || numbers.next()?.parse::<i64>().ok();
+        let stamp = FileStamp {
+            dev: u64::try_from(next()?).ok()?,
+            ino: u64::try_from(next()?).ok()?,
+            len: u64::try_from(next()?).ok()?,
+            mtime: (next()?, next()?),
+            ctime: (next()?, next()?),
+        };
+        numbers.next().is_none().then_some(stamp)
+    }
+}
+
+/// Records, best effort, that the backlog file with `stamp` holds no claim the task log lacks.
+fn note_adopted(runtime_dir: &Path, stamp: &FileStamp) {
+    let path = runtime_dir.join(ADOPTED_NOTE_FILE);
+    if let Err(e) = std::fs::write(&path, stamp.note()) {
+        tracing::debug!(
+            target: "bernstein_tasks::embedded",
+            path = %path.display(),
+            "the backlog's adopted note was not written (the next reader parses the file): {e}"
+        );
+    }
+}
+
+/// The stamp the adopted note names, when there is a whole note.
+fn adopted_note(runtime_dir: &Path) -> Option<FileStamp> {
+    let text = std::fs::read_to_string(runtime_dir.join(ADOPTED_NOTE_FILE)).ok()?;
+    FileStamp::from_note(&text)
 }
 
 fn stamp_of(path: &Path) -> Result<Option<(FileStamp, File)>, Error> {
@@ -348,6 +402,8 @@ pub(crate) struct BacklogTracker {
     looked: bool,
     /// Whether this process changed tasks since it last brought the file in step.
     behind: bool,
+    /// Times this process read and parsed the file (a probe for tests and benchmarks).
+    reads: u64,
 }
 
 /// Claims found on a backlog file that changed, to adopt in the current transaction.
@@ -358,6 +414,8 @@ pub(crate) struct ChangedBacklog {
     pub(crate) claims: Vec<BacklogClaim>,
     /// Why the file cannot be used, if it cannot.
     pub(crate) problem: Option<String>,
+    /// Whether the adopted note already names this file (nothing to note again).
+    noted: bool,
 }
 
 impl BacklogTracker {
@@ -366,7 +424,7 @@ impl BacklogTracker {
     /// change (one `open` and `fstat`, no read). Call [`BacklogTracker::adopted`] once the
     /// transaction holding the adoptions is in the log.
     pub(crate) fn changed_claims(
-        &self,
+        &mut self,
         runtime_dir: &Path,
         lock: &LockFile,
         is_open: impl Fn(&TaskId) -> bool,
@@ -381,6 +439,18 @@ impl BacklogTracker {
         if same {
             return Ok(None);
         }
+        // The file another store process left with every claim on it in the task log.
+        if let Some((stamp, _)) = &now
+            && adopted_note(runtime_dir) == Some(*stamp)
+        {
+            return Ok(Some(ChangedBacklog {
+                stamp: now,
+                claims: Vec::new(),
+                problem: None,
+                noted: true,
+            }));
+        }
+        self.reads += 1;
         let backlog = lock_and_read(runtime_dir, lock)?;
         // Stamped under the lock, after the read: a write after this is seen next time.
         let stamp = stamp_of(&path)?;
@@ -388,13 +458,33 @@ impl BacklogTracker {
             claims: backlog.claims_to_adopt(is_open),
             problem: backlog.problem(),
             stamp,
+            noted: false,
         }))
     }
 
-    /// Records that the claims of `changed` are adopted (or reported).
-    pub(crate) fn adopted(&mut self, changed: ChangedBacklog) {
+    /// Records that the claims of `changed` are adopted (or reported), in the log now. When
+    /// every one was adopted (`all_adopted`) and the file was usable, the adopted note says so
+    /// for the other store processes.
+    pub(crate) fn adopted(
+        &mut self,
+        runtime_dir: &Path,
+        changed: ChangedBacklog,
+        all_adopted: bool,
+    ) {
+        if all_adopted
+            && !changed.noted
+            && changed.problem.is_none()
+            && let Some((stamp, _)) = &changed.stamp
+        {
+            note_adopted(runtime_dir, stamp);
+        }
         self.seen = changed.stamp;
         self.looked = true;
+    }
+
+    /// How many times this process read and parsed the backlog file.
+    pub(crate) fn reads(&self) -> u64 {
+        self.reads
     }
 
     /// Records that tasks changed, so the file may be behind the log.
@@ -416,6 +506,7 @@ impl BacklogTracker {
         index: &Index,
         load: impl FnMut(usize) -> Result<Task, Error>,
     ) -> Result<(), Error> {
+        self.reads += 1;
         let backlog = lock_and_read(runtime_dir, lock)?;
         // A claim made on the file since the last adoption is kept in place by the projection;
         // forget the stamp so the next mutation reads the file again and adopts it.
@@ -436,6 +527,8 @@ impl BacklogTracker {
         if unadopted {
             self.seen = None;
             self.looked = false;
+        } else if let Some((stamp, _)) = &self.seen {
+            note_adopted(runtime_dir, stamp);
         }
         self.behind = false;
         Ok(())

@@ -327,6 +327,13 @@ impl EmbeddedStore {
         lock_mutex(&self.inner.log).stats()
     }
 
+    /// How many times this store read and parsed `task-backlog.json` so far (a probe for tests
+    /// and benchmarks: a mutation reads it only when another writer changed it in a way the
+    /// task log does not already hold).
+    pub fn backlog_reads(&self) -> u64 {
+        lock_mutex(&self.inner.backlog).reads()
+    }
+
     /// Evidence (journal rows, audit events, backlog rewrites) that could not be written after
     /// the task log already held the change, most recent last.
     pub fn evidence_failures(&self) -> Vec<EvidenceFailure> {
@@ -434,6 +441,7 @@ impl EmbeddedStore {
             });
         }
         let mut txn = Txn::new(log, fsio::now_unix());
+        let mut all_adopted = true;
         for claim in changed.iter().flat_map(|changed| &changed.claims) {
             // A row this store cannot take over (a claim time of -1, NaN or Infinity, say) is
             // reported and skipped: one hostile row must not stop every mutation.
@@ -445,6 +453,7 @@ impl EmbeddedStore {
                 claim.attempts,
             );
             if let Err(e) = adopted {
+                all_adopted = false;
                 tracing::warn!(
                     target: "bernstein_tasks::embedded",
                     task_id = %claim.task_id,
@@ -478,7 +487,7 @@ impl EmbeddedStore {
         let wrote = !records.is_empty();
         let end = log.append(records, (!owed.is_empty()).then(|| owed.to_object()))?;
         if let Some(changed) = changed {
-            tracker.adopted(changed);
+            tracker.adopted(&inner.runtime, changed, all_adopted);
         }
         if wrote {
             tracker.log_changed();

@@ -394,3 +394,55 @@ fn a_crash_before_the_backlog_rewrite_never_grants_the_task_again() {
     assert!(!outcome.granted(), "{:?}", outcome.receipt);
     assert_eq!(store.get_task(&task.id).unwrap().status, TaskStatus::Failed);
 }
+
+/// Issue 13, many writers: after one store process claims through the backlog file (and so
+/// rewrites it), the other's next mutations do not read and parse the file again, because
+/// the first left the adopted note; a claim an outside writer then makes on the file (the
+/// reference's receipt route) changes it past the note, and is read and adopted.
+#[test]
+fn a_backlog_another_store_adopted_is_not_parsed_again() {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_in_project,
+    };
+    let (dir, first) = project();
+    let second = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    for n in 0..20 {
+        first.create_task(request(&format!("t{n}"))).unwrap();
+    }
+    second.create_task(request("seen")).unwrap();
+    let claim = BacklogClaim::new("worker", ClaimFilter::default());
+    let granted = first
+        .claim_through_backlog(|| {
+            claim_in_project(dir.path(), test_key(), &claim, ClaimTime::now())
+        })
+        .unwrap()
+        .unwrap();
+    assert!(granted.granted());
+
+    let before = second.backlog_reads();
+    for n in 0..3 {
+        second.create_task(request(&format!("after {n}"))).unwrap();
+    }
+    assert_eq!(
+        second.backlog_reads(),
+        before,
+        "the second store parsed a backlog the first had already adopted"
+    );
+
+    let outside = claim_in_project(
+        dir.path(),
+        test_key(),
+        &BacklogClaim::new("outsider", ClaimFilter::default()),
+        ClaimTime::now(),
+    )
+    .unwrap();
+    let row = &outside.rows[outside
+        .claimed_index
+        .expect("the outside claim was granted")];
+    let id = TaskId::parse(&row.id).unwrap();
+    second.create_task(request("later")).unwrap();
+    assert_eq!(second.backlog_reads(), before + 1);
+    let adopted = second.get_task(&id).unwrap();
+    assert_eq!(adopted.status, TaskStatus::Claimed);
+    assert_eq!(adopted.claimed_by.as_deref(), Some("outsider"));
+}
