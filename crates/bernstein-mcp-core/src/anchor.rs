@@ -933,6 +933,39 @@ mod tests {
         lock
     }
 
+    /// Waits, bounded, until some thread is blocked in `flock` on `path` (a `->` waiter line
+    /// of `/proc/locks` naming the file's inode): the group being committed has opened that
+    /// lock file and waits on it.
+    fn wait_for_lock_waiter(path: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let inode = format!(":{} ", std::fs::metadata(path).unwrap().ino());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let locks = std::fs::read_to_string("/proc/locks").unwrap();
+            if locks
+                .lines()
+                .any(|line| line.contains("->") && line.contains(&inode))
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no call ever waited on {}",
+                path.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Starts a thread anchoring one call with `params`.
+    fn anchor_in_thread(
+        anchor: &Arc<Anchor>,
+        params: JsonValue,
+    ) -> std::thread::JoinHandle<Result<AnchoredCall>> {
+        let anchor = Arc::clone(anchor);
+        std::thread::spawn(move || anchor.anchor("tools/call", Some(&params)))
+    }
+
     /// Waits, bounded, until `waiting` calls queue behind the group being committed.
     fn wait_for_queue(anchor: &Anchor, waiting: u64) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -956,18 +989,17 @@ mod tests {
         let anchor = Arc::new(Anchor::open(dir.path(), "mcp-calls", key()).unwrap());
         let params = |n: u64| json!({"name": "bernstein_health", "arguments": {"n": n}});
         anchor.anchor("tools/call", Some(&params(0))).unwrap();
-        // The first of the concurrent calls blocks in its audit append; the rest queue.
+        // The first call blocks in its audit append; the rest then queue behind its group.
         let lock = hold_chain_lock(dir.path());
-        let threads: Vec<_> = (1..=CALLS)
-            .map(|n| {
-                let anchor = Arc::clone(&anchor);
-                let params = params(n);
-                std::thread::spawn(move || anchor.anchor("tools/call", Some(&params)).unwrap())
-            })
-            .collect();
+        let mut threads = vec![anchor_in_thread(&anchor, params(1))];
+        wait_for_lock_waiter(&audit_dir(dir.path()).join(audit::LOCK_FILE_NAME));
+        threads.extend((2..=CALLS).map(|n| anchor_in_thread(&anchor, params(n))));
         wait_for_queue(&anchor, CALLS - 1);
         lock.unlock().unwrap();
-        let anchored: Vec<AnchoredCall> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let anchored: Vec<AnchoredCall> = threads
+            .into_iter()
+            .map(|t| t.join().unwrap().unwrap())
+            .collect();
 
         let stats = anchor.group_stats();
         assert_eq!(stats.calls, CALLS + 1);
@@ -1004,16 +1036,13 @@ mod tests {
         anchor.anchor("tools/call", Some(&params)).unwrap();
         let lock_path = audit_dir(dir.path()).join(audit::LOCK_FILE_NAME);
         let lock = hold_chain_lock(dir.path());
-        let threads: Vec<_> = (0..=CALLS)
-            .map(|_| {
-                let anchor = Arc::clone(&anchor);
-                let params = params.clone();
-                std::thread::spawn(move || anchor.anchor("tools/call", Some(&params)))
-            })
-            .collect();
+        // The first call's group opens the lock file and waits on it; the rest queue.
+        let mut threads = vec![anchor_in_thread(&anchor, params.clone())];
+        wait_for_lock_waiter(&lock_path);
+        threads.extend((0..CALLS).map(|_| anchor_in_thread(&anchor, params.clone())));
         wait_for_queue(&anchor, CALLS);
-        // The first group already holds the old lock file open and gets it; the queued group
-        // then finds no usable lock and cannot write its entries.
+        // The first group holds the old lock file open and gets it; the queued group then
+        // finds no usable lock and cannot write its entries.
         std::fs::remove_file(&lock_path).unwrap();
         std::fs::create_dir(&lock_path).unwrap();
         lock.unlock().unwrap();
