@@ -400,12 +400,27 @@ fn artifacts_section(root: &Path, key: &AuditKey) -> Section {
     spines.sort();
     for run_id in spines {
         section.present = true;
+        let spine_file = lineage.join(&run_id).join("spine.jsonl");
+        let empty = std::fs::metadata(&spine_file).is_ok_and(|meta| meta.len() == 0);
         match LineageSpine::open(root, &run_id, key).and_then(|spine| spine.verify()) {
             Ok(report) => {
                 for error in report.errors.iter().chain(&report.head_findings) {
                     section.fail(format!("spine {run_id}: {error}"));
                 }
-                if !report.ok() && report.errors.is_empty() {
+                // Crash debris of a post killed after its row and before `spine.head`.
+                for tear in &report.head_tears {
+                    section
+                        .notes
+                        .push(format!("spine {run_id}: torn post, head behind: {tear}"));
+                }
+                if empty {
+                    // A first post killed after creating the file and before its row: the
+                    // file holds no byte, so nothing was recorded, let alone acknowledged.
+                    section.notes.push(format!(
+                        "spine {run_id}: torn post: the spine file is empty (a first post \
+                         stopped before its row; nothing was acknowledged)"
+                    ));
+                } else if !report.ok() && report.errors.is_empty() {
                     // Intact, but no produced artifact: say which status, so an empty spine a
                     // killed first post left is told from a sealed one.
                     section.fail(format!(
@@ -421,7 +436,10 @@ fn artifacts_section(root: &Path, key: &AuditKey) -> Section {
         }
         // The other direction: spine versions no journal row accounts for, or reused.
         match spine_findings(root, &run_id, key) {
-            Ok(findings) => findings.into_iter().for_each(|f| section.fail(f)),
+            Ok(findings) => {
+                findings.problems.into_iter().for_each(|f| section.fail(f));
+                section.notes.extend(findings.tears);
+            }
             Err(err) => section.fail(format!("spine {run_id}: {err}")),
         }
     }

@@ -45,9 +45,9 @@ pub use spine::{
 };
 pub use verify::{
     ARTIFACT_POSTED_EVENT, ArtifactCheck, ArtifactRecord, JOURNAL_IDENTITY_UNVERIFIABLE,
-    PERSISTENT_AGENT_STEP_EVENT, ProjectArtifactsReport, TaskArtifactsReport, latest_versions,
-    read_artifact_rows, spine_findings, task_journal_path, verify_all_run_artifacts,
-    verify_run_artifacts,
+    PERSISTENT_AGENT_STEP_EVENT, ProjectArtifactsReport, SpineFindings, TaskArtifactsReport,
+    latest_versions, read_artifact_rows, spine_findings, task_journal_path,
+    verify_all_run_artifacts, verify_run_artifacts,
 };
 
 pub(crate) use blobs::write_atomically;

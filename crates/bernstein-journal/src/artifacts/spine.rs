@@ -323,6 +323,11 @@ pub struct SpineVerification {
     pub errors: Vec<String>,
     /// Problems with the `spine.head` snapshot; informational, they do not change `status`.
     pub head_findings: Vec<String>,
+    /// A `spine.head` a post killed after its row left behind: missing although the spine has
+    /// rows, or an authentic snapshot of an earlier row (its `head_hash` and `count` name a row
+    /// of this spine, and its `hmac` verifies). The next post of the run replaces it. Crash
+    /// debris, reported apart from [`SpineVerification::head_findings`].
+    pub head_tears: Vec<String>,
     /// The profile rows were checked in.
     pub hash_profile: SpineHashProfile,
     /// The last row's `entry_hash` as stored (`""` when there is none).
@@ -351,6 +356,7 @@ pub fn verify_spine_bytes(spine: &[u8], head: Option<&[u8]>, key: &AuditKey) -> 
         count: 0,
         errors: Vec::new(),
         head_findings: Vec::new(),
+        head_tears: Vec::new(),
         hash_profile: SpineHashProfile::PyJsonV1,
         last_entry_hash: String::new(),
     };
@@ -381,6 +387,7 @@ pub fn verify_spine_bytes(spine: &[u8], head: Option<&[u8]>, key: &AuditKey) -> 
     let profile = report.hash_profile;
     let mut prev_hash = String::new();
     let mut seal_only = true;
+    let mut row_hashes = Vec::new();
     for (index, line) in body.split(|b| *b == b'\n').enumerate() {
         let line_no = index + 1;
         report.count += 1;
@@ -393,6 +400,7 @@ pub fn verify_spine_bytes(spine: &[u8], head: Option<&[u8]>, key: &AuditKey) -> 
             }
             prev_hash = row.entry_hash;
         }
+        row_hashes.push(prev_hash.clone());
     }
     // The writer ends every row with exactly one newline; anything else was edited.
     let trailing = spine.len() - body_len;
@@ -404,7 +412,12 @@ pub fn verify_spine_bytes(spine: &[u8], head: Option<&[u8]>, key: &AuditKey) -> 
             .push(format!("{} blank line(s) after the last row", trailing - 1));
     }
     report.last_entry_hash = last_entry_hash(body);
-    report.head_findings = head_findings(head, head_object.as_ref(), &report, profile, key);
+    let findings = head_findings(head, head_object.as_ref(), &report, profile, key);
+    if stale_head(head, head_object.as_ref(), &findings, &row_hashes) {
+        report.head_tears = findings;
+    } else {
+        report.head_findings = findings;
+    }
     report.status = if !report.errors.is_empty() {
         SpineStatus::Tampered
     } else if seal_only {
@@ -544,6 +557,37 @@ fn last_entry_hash(body: &[u8]) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_default()
+}
+
+/// Whether the head `findings` describe nothing but a head a killed post left behind: no head
+/// file at all for a spine with rows, or a head whose only faults are that it names an earlier
+/// row of this spine (by `head_hash`, with the matching `count`) with a valid `hmac`.
+fn stale_head(
+    head: Option<&[u8]>,
+    head_object: Option<&Object>,
+    findings: &[String],
+    row_hashes: &[String],
+) -> bool {
+    if findings.is_empty() {
+        return false;
+    }
+    let Some(object) = head_object else {
+        return head.is_none() && !row_hashes.is_empty();
+    };
+    if findings.iter().any(|f| f == "spine.head hmac mismatch") {
+        return false;
+    }
+    let stored_head = object.get("head_hash").map(python_str).unwrap_or_default();
+    let count = object
+        .get("count")
+        .and_then(Value::as_i64)
+        .and_then(|c| usize::try_from(c).ok());
+    count.is_some_and(|count| {
+        count >= 1
+            && count < row_hashes.len()
+            && row_hashes[count - 1] == stored_head
+            && !stored_head.is_empty()
+    })
 }
 
 fn head_findings(

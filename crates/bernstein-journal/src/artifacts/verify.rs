@@ -276,13 +276,17 @@ pub struct TaskArtifactsReport {
     pub spine: Option<SpineVerification>,
     /// One result per `artifact_posted` row (or one journal-level failure).
     pub results: Vec<ArtifactCheck>,
-    /// Spine artifact entries no journal row accounts for, and repeated versions
-    /// ([`spine_findings`]).
+    /// Repeated spine versions, and entries the journal names for another version
+    /// ([`SpineFindings::problems`]).
     pub spine_findings: Vec<String>,
+    /// Spine entries no journal row accounts for: posts torn by a crash
+    /// ([`SpineFindings::tears`]).
+    pub spine_tears: Vec<String>,
 }
 
 impl TaskArtifactsReport {
-    /// Whether every result is ok and the spine holds no orphan or repeated version.
+    /// Whether every result is ok and the spine holds no repeated or misnamed version (torn
+    /// posts are reported in [`TaskArtifactsReport::spine_tears`] and do not fail it).
     pub fn ok(&self) -> bool {
         self.results.iter().all(|result| result.ok) && self.spine_findings.is_empty()
     }
@@ -324,6 +328,17 @@ pub(crate) fn spine_max_version(entries: &[SpineEntry], key: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// What checking a spine against its journal found ([`spine_findings`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpineFindings {
+    /// A version recorded twice, or an entry named by the journal row of another version.
+    pub problems: Vec<String>,
+    /// Entries no `artifact_posted` row names: posts killed after their spine entry and before
+    /// their journal row, never acknowledged (the next post of the key takes the next version,
+    /// so none is reused). Crash debris, as a torn tail is: reported, not failed.
+    pub tears: Vec<String>,
+}
+
 /// Checks the spine of `run_id` against its journal: every `artifact:<key>:v<N>` entry must be
 /// named (by `spine_entry_hash`) by an `artifact_posted` row of the run's journal with the same
 /// key and version, and no `artifact:<key>:v<N>` may be recorded twice. Returns one line per
@@ -333,14 +348,14 @@ pub(crate) fn spine_max_version(entries: &[SpineEntry], key: &str) -> i64 {
 ///
 /// [`Error::InvalidRunId`] or [`Error::Containment`] for a run id that cannot name its
 /// directories; [`Error::Io`] when a file exists but cannot be read.
-pub fn spine_findings(project_root: &Path, run_id: &str, key: &AuditKey) -> Result<Vec<String>> {
+pub fn spine_findings(project_root: &Path, run_id: &str, key: &AuditKey) -> Result<SpineFindings> {
     let entries = LineageSpine::open(project_root, run_id, key)?.entries()?;
     let loaded = load_journal(&run_journal_path(project_root, run_id)?)?;
     let rows: HashMap<String, ArtifactRecord> = artifact_rows(&loaded)
         .into_iter()
         .map(|(record, _)| (record.spine_entry_hash.clone(), record))
         .collect();
-    let mut findings = Vec::new();
+    let mut findings = SpineFindings::default();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (line, entry) in entries.iter().enumerate() {
         let Some((artifact_key, version)) = artifact_step(&entry.step_id) else {
@@ -349,20 +364,20 @@ pub fn spine_findings(project_root: &Path, run_id: &str, key: &AuditKey) -> Resu
         let count = seen.entry(entry.step_id.as_str()).or_insert(0);
         *count += 1;
         if *count == 2 {
-            findings.push(format!(
+            findings.problems.push(format!(
                 "spine {run_id}: {} is recorded more than once (again at entry {}); a version was reused",
                 entry.step_id,
                 line + 1
             ));
         }
         match rows.get(&entry.entry_hash) {
-            None => findings.push(format!(
-                "spine {run_id}: entry {} ({}) has no artifact_posted row in the journal: a post that did not complete, never acknowledged",
+            None => findings.tears.push(format!(
+                "torn post: spine {run_id}: entry {} ({}) has no artifact_posted row in the journal: a post that did not complete, never acknowledged",
                 line + 1,
                 entry.step_id
             )),
             Some(row) if row.key != artifact_key || row.version != version => {
-                findings.push(format!(
+                findings.problems.push(format!(
                     "spine {run_id}: entry {} ({}) is named by the journal row for key={} version={}",
                     line + 1,
                     entry.step_id,
@@ -404,8 +419,12 @@ fn verify_task_journal(
         journal: None,
         spine: None,
         results: Vec::new(),
-        spine_findings: spine_findings(project_root, &run_id, key)?,
+        spine_findings: Vec::new(),
+        spine_tears: Vec::new(),
     };
+    let cross_check = spine_findings(project_root, &run_id, key)?;
+    report.spine_findings = cross_check.problems;
+    report.spine_tears = cross_check.tears;
     if !journal_path.is_file() {
         return Ok(report);
     }

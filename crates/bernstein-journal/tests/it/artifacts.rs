@@ -437,7 +437,9 @@ fn version_one_rows_and_reference_appends_verify() {
     assert!(report.head_findings.is_empty(), "{report:?}");
     let only_v1 = verify_spine_bytes(v1.as_bytes(), None, &key);
     assert_eq!(only_v1.status, SpineStatus::Ok);
-    assert_eq!(only_v1.head_findings, vec!["spine.head is missing"]);
+    // A row without its head: the writer stopped before the head, crash debris.
+    assert!(only_v1.head_findings.is_empty(), "{only_v1:?}");
+    assert_eq!(only_v1.head_tears, vec!["spine.head is missing"]);
 
     // Our append onto the v1 row writes the reference's v2 row and head, byte for byte.
     let scratch = tempfile::tempdir().unwrap();
@@ -921,20 +923,22 @@ fn a_post_killed_before_its_journal_row_never_reuses_its_version() {
     let first = post(&v1);
     orphan_spine_entry(project, "task-T-9", "notes", 2);
 
-    // The verifier sees the orphan from the spine side.
+    // The verifier sees the orphan from the spine side, as a torn post: crash debris of a
+    // post never acknowledged, reported without failing the task.
     let report = verify_run_artifacts(project, "T-9", &key).unwrap();
-    assert!(!report.ok());
-    assert_eq!(
-        report.spine_findings.len(),
-        1,
+    assert!(report.ok(), "{report:?}");
+    assert!(
+        report.spine_findings.is_empty(),
         "{:?}",
         report.spine_findings
     );
+    assert_eq!(report.spine_tears.len(), 1, "{:?}", report.spine_tears);
     assert!(
-        report.spine_findings[0].contains("artifact:notes:v2")
-            && report.spine_findings[0].contains("no artifact_posted row"),
+        report.spine_tears[0].starts_with("torn post: ")
+            && report.spine_tears[0].contains("artifact:notes:v2")
+            && report.spine_tears[0].contains("no artifact_posted row"),
         "{:?}",
-        report.spine_findings
+        report.spine_tears
     );
 
     let next = post(&ArtifactContent::report("v3").unwrap());
@@ -960,12 +964,12 @@ fn a_post_killed_before_its_journal_row_never_reuses_its_version() {
     );
     let report = verify_run_artifacts(project, "T-9", &key).unwrap();
     assert!(report.results.iter().all(|r| r.ok), "{report:#?}");
-    assert_eq!(
-        report.spine_findings.len(),
-        1,
+    assert!(
+        report.spine_findings.is_empty(),
         "{:?}",
         report.spine_findings
     );
+    assert_eq!(report.spine_tears.len(), 1, "{:?}", report.spine_tears);
 }
 
 #[test]
@@ -985,7 +989,10 @@ fn a_reused_version_in_the_spine_is_reported() {
     orphan_spine_entry(project, "task-T-8", "notes", 1);
     let findings = bernstein_journal::artifacts::spine_findings(project, "task-T-8", &key).unwrap();
     assert!(
-        findings.iter().any(|f| f.contains("more than once")),
+        findings
+            .problems
+            .iter()
+            .any(|f| f.contains("more than once")),
         "{findings:?}"
     );
 }
@@ -1029,4 +1036,64 @@ fn torn_journal_and_spine_tails_do_not_block_the_next_post() {
             ".sdd/runs/task-T-7/journal.jsonl"
         ]
     );
+}
+
+/// A post killed after its spine row and before it replaced `spine.head` leaves the head of the
+/// row before: an authentic snapshot, behind by one. That is crash debris (a head tear), not a
+/// head finding; a head whose snapshot does not authenticate stays a finding.
+#[test]
+fn a_head_left_behind_by_a_killed_post_is_a_tear_and_a_forged_one_is_not() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    let key = audit_key();
+    let chain = AuditChain::open(project.join(".sdd/audit"), key.clone());
+    let post = |body: &str| {
+        post_run_artifact_with_clock(
+            project,
+            &chain,
+            &request("T-6", "notes", &ArtifactContent::report(body).unwrap()),
+            || 1_780_000_000.0,
+        )
+        .unwrap()
+    };
+    post("v1");
+    let head_path = project.join(".sdd/lineage/task-T-6/spine.head");
+    let behind = fs::read(&head_path).unwrap();
+    post("v2");
+    let spine = LineageSpine::open(project, "task-T-6", &key).unwrap();
+    let current = spine.verify().unwrap();
+    assert!(current.head_findings.is_empty() && current.head_tears.is_empty());
+
+    fs::write(&head_path, &behind).unwrap();
+    let stale = spine.verify().unwrap();
+    assert!(stale.ok(), "{stale:?}");
+    assert!(stale.head_findings.is_empty(), "{stale:?}");
+    assert!(
+        stale
+            .head_tears
+            .iter()
+            .any(|t| t.contains("spine.head names head")),
+        "{stale:?}"
+    );
+
+    // The same snapshot with one digit of its hmac changed.
+    let mut forged = String::from_utf8(behind).unwrap();
+    let at = forged.find("\"hmac\"").unwrap() + "\"hmac\"".len();
+    let digit = at + forged[at..].find(|c: char| c.is_ascii_hexdigit()).unwrap();
+    let flipped = if &forged[digit..=digit] == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    forged.replace_range(digit..=digit, flipped);
+    fs::write(&head_path, forged).unwrap();
+    let tampered = spine.verify().unwrap();
+    assert!(
+        tampered
+            .head_findings
+            .iter()
+            .any(|f| f.contains("hmac mismatch")),
+        "{tampered:?}"
+    );
+    assert!(tampered.head_tears.is_empty(), "{tampered:?}");
 }

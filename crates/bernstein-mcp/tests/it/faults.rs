@@ -907,7 +907,10 @@ pub(crate) fn verify(project: &Project) -> (Value, Vec<String>, usize) {
             .as_array()
             .unwrap()
             .iter()
-            .filter(|n| n.as_str().unwrap().contains("tear"))
+            .filter(|n| {
+                let note = n.as_str().unwrap();
+                note.contains("tear") || note.contains("torn")
+            })
             .count();
         tears += section["detail"]["tears"].as_array().map_or(0, Vec::len);
     }
@@ -991,8 +994,8 @@ pub(crate) fn kill_under_load(
     let findings = check_evidence(&project.root(), &acks);
     assert_eq!(findings.missing, Vec::<String>::new());
     assert_eq!(findings.double_terminal, Vec::<String>::new());
-    let (_, problems, tears) = verify(&project);
-    assert_only_debris(&project.root(), &acks, &problems);
+    let (report, problems, tears) = verify(&project);
+    assert_only_debris(&project.root(), &acks, &report, &problems);
     let (_, abandoned) = assert_call_order(&project);
     tally.acknowledged = acks.len();
     tally.found = findings.found;
@@ -1018,8 +1021,8 @@ pub(crate) fn check_after_restart(project: &Project, acks: &[Ack], kill: u64) {
         Vec::<String>::new(),
         "after kill {kill}"
     );
-    let (_, problems, _) = verify(project);
-    assert_only_debris(&project.root(), acks, &problems);
+    let (report, problems, _) = verify(project);
+    assert_only_debris(&project.root(), acks, &report, &problems);
 }
 
 /// Every problem `verify` reports must be crash debris of a call that was never answered:
@@ -1027,8 +1030,9 @@ pub(crate) fn check_after_restart(project: &Project, acks: &[Ack], kill: u64) {
 /// evidence checks above catch what verify does not report). The debris allowed: tears; the
 /// missing mirror of the mailbox's *last* entry when that post was never answered (its writer
 /// died before the mirror; the next post writes it; an earlier entry without its mirror is a
-/// gap that stays, and fails); an orphan spine version no answer named; a stale `spine.head`.
-pub(crate) fn assert_only_debris(root: &Path, acks: &[Ack], problems: &[String]) {
+/// gap that stays, and fails). Posts torn between their spine entry, journal row and
+/// `spine.head` are notes of `report`, not problems; none may name an answered post.
+pub(crate) fn assert_only_debris(root: &Path, acks: &[Ack], report: &Value, problems: &[String]) {
     let acknowledged_seqs: BTreeSet<i64> = acks
         .iter()
         .filter(|a| a.tool == "bernstein_post_message" && a.ok)
@@ -1051,43 +1055,38 @@ pub(crate) fn assert_only_debris(root: &Path, acks: &[Ack], problems: &[String])
             )
         })
         .collect();
-    for problem in problems {
+    let notes = report["sections"]["artifacts"]["notes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for note in notes.iter().filter_map(Value::as_str) {
         // A post killed after its spine entry and before its journal row leaves an orphan
         // version (documented in docs/durability.md, "Artifacts"); never one that was answered.
-        if let Some(spine) = problem.strip_prefix("artifacts: ")
-            && let Some((entry, _)) = spine.split_once(" has no artifact_posted row")
+        if let Some((entry, _)) = note
+            .strip_prefix("torn post: ")
+            .and_then(|spine| spine.split_once(" has no artifact_posted row"))
         {
             assert!(
                 !acknowledged_versions.contains(entry),
-                "an acknowledged artifact is reported broken: {problem}"
+                "an acknowledged artifact is reported torn: {note}"
             );
-            continue;
-        }
-        // A post killed after its spine row and before `spine.head` was replaced leaves the
-        // head behind (or missing, for a first row) until the next post of the run.
-        if problem.starts_with("artifacts: spine ")
-            && (problem.contains(": spine.head is missing")
-                || problem.contains(": spine.head names head")
-                || problem.contains(": spine.head counts"))
-        {
-            continue;
         }
         // A post killed after creating a run's spine file and before its first row leaves an
         // empty spine; it is debris only when no post of that run was answered.
-        if let Some(run) = problem
-            .strip_prefix("artifacts: spine task-")
-            .and_then(|rest| {
-                rest.strip_suffix(": status no_entries (no produced artifact recorded)")
-            })
+        if let Some(run) = note
+            .strip_prefix("spine task-")
+            .and_then(|rest| rest.split_once(": torn post: the spine file is empty"))
+            .map(|(run, _)| run)
         {
             assert!(
                 !acks.iter().any(|a| a.tool == "bernstein_post_artifact"
                     && a.ok
                     && a.result["task_id"].as_str() == Some(run)),
-                "a spine with an acknowledged artifact has no entries: {problem}"
+                "a spine with an acknowledged artifact is empty: {note}"
             );
-            continue;
         }
+    }
+    for problem in problems {
         let unanswered_mirror = problem
             .strip_prefix("mailbox: seq ")
             .and_then(|rest| rest.split_once(": no audit-chain mirror for entry"))

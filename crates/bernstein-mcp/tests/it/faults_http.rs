@@ -304,8 +304,8 @@ pub(crate) fn http_kill_under_load(kills: u64, seed: u64, deadline: Option<Insta
     let findings = check_evidence(&project.root(), &acks);
     assert_eq!(findings.missing, Vec::<String>::new());
     assert_eq!(findings.double_terminal, Vec::<String>::new());
-    let (_, problems, tears) = verify(&project);
-    assert_only_debris(&project.root(), &acks, &problems);
+    let (report, problems, tears) = verify(&project);
+    assert_only_debris(&project.root(), &acks, &report, &problems);
     let (_, abandoned) = assert_call_order(&project);
     tally.acknowledged = acks.len();
     tally.found = findings.found;
