@@ -7,7 +7,7 @@
 //!
 //! * `kill`: 200 SIGKILLs (by default) of stdio servers under load, two servers on one workdir
 //!   with 16 calls in flight each, then 50 of a single server, then 200 of an HTTP server with
-//!   16 concurrent clients; each bounded by `--seconds` (default 1800), after which the stage
+//!   16 concurrent clients; each bounded by `--seconds` (default 3600), after which the stage
 //!   reports the kills it survived;
 //! * `writers`: four stdio servers on one workdir for `--seconds` (default 60, capped at 600)
 //!   of load, then the call order, both chain verifiers and the task transitions; the same with
@@ -60,7 +60,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         }
         match stage.as_str() {
             "kill" => {
-                let bound = seconds.unwrap_or(1800).to_string();
+                let bound = seconds.unwrap_or(3600).to_string();
                 let mut two = env.clone();
                 two.extend([
                     ("BERNSTEIN_SOAK_KILLS", kills.to_string()),
