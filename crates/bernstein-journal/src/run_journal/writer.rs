@@ -356,65 +356,13 @@ impl<C: Clock> JournalWriter<C> {
         F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
         G: FnOnce(&AppendedRow) -> Result<T>,
     {
-        let (file, path) = self.open_locked()?;
-        let locked = std::time::Instant::now();
-        let mut file = file;
-        let appended = self.append_counted_locked(&mut file, &path, event, build, then);
-        drop(file);
-        self.stats.held(locked, &path);
-        appended
-    }
-
-    /// [`JournalWriter::append_counted_then`] with the journal open and locked.
-    fn append_counted_locked<F, G, T>(
-        &mut self,
-        file: &mut File,
-        path: &Path,
-        event: &str,
-        build: F,
-        then: G,
-    ) -> Result<Option<(AppendedRow, T)>>
-    where
-        F: FnOnce(&JournalSummary<'_>) -> Option<Object>,
-        G: FnOnce(&AppendedRow) -> Result<T>,
-    {
-        let mut known = self.catch_up(file, path)?;
-        let summary = JournalSummary {
-            rows: known.next_index,
-            by_event: &known.by_event,
-            recent_by_event: &known.recent_by_event,
-        };
-        let payload = match build(&summary) {
-            Some(payload) => payload,
-            None => {
-                self.known = Some(known);
-                return Ok(None);
-            }
-        };
-        if let Err(err) = check_payload_keys(&payload) {
-            self.known = Some(known);
-            return Err(err);
-        }
-        let size_before = known.identity.2;
-        let row = self.write_row(file, path, &mut known, event, &payload)?;
-        match then(&row) {
-            Ok(value) => {
-                self.known = Some(known);
-                Ok(Some((row, value)))
-            }
-            Err(err) => {
-                // `known` describes the row being taken back; the next append reads again.
-                if let Err(rollback) = file.set_len(size_before).and_then(|()| file.sync_all()) {
-                    tracing::error!(
-                        path = %path.display(),
-                        index = row.index,
-                        error = %rollback,
-                        "could not take back a journal row whose operation failed"
-                    );
-                }
-                Err(err)
-            }
-        }
+        // A group of at most one row, whose `then` runs only when there is a row.
+        let (rows, value) = self.append_group_then(
+            event,
+            |summary| build(summary).into_iter().collect(),
+            |rows| rows.first().map(then).transpose(),
+        )?;
+        Ok(rows.into_iter().next().zip(value))
     }
 
     /// Appends a group of rows of `event` as one commit: `build` reads what the journal holds
