@@ -16,6 +16,7 @@
 //! Verifying and head readings never write (no key creation, no lock file).
 
 mod append;
+mod canonical_scan;
 mod clock;
 mod head;
 pub mod head_index;

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use bernstein_protocol::pyjson::{Object, Value};
 
+use super::canonical_scan::scan_canonical_record;
 use super::record::{
     CanonicalRecord, GENESIS_HMAC, LEGACY_ANCHOR_EVENT_TYPES, LineDefect, PREV_CHAIN_DIGEST_KEY,
     Scheme, body_pre_image, canonical_line_pre_image, hmac_over, parse_record_line, prefix_chars,
@@ -215,6 +216,9 @@ pub(crate) fn analyze_line(
             ),
         );
     };
+    if !want_records && let Some(scanned) = scanned_line(key, name, line_no, bytes, assumed_prev) {
+        return LineAnalysis::Parsed(Box::new(scanned));
+    }
     let CanonicalRecord {
         mut record,
         scheme,
@@ -268,14 +272,7 @@ pub(crate) fn analyze_line(
         assumed_prev.map(|prev| (prev.to_owned(), hmac_over(key, scheme, prev, &pre_image)));
     let event_type = record.get("event_type").map(python_str).unwrap_or_default();
     let stated_mismatch = stated_predecessor(&event_type, &record)
-        .filter(|stated| !constant_time_eq(stated.as_bytes(), entry_prev.as_bytes()))
-        .map(|stated| {
-            format!(
-                "{name}:{line_no}: stated chain predecessor {}\u{2026} is not the record's own predecessor {}\u{2026}",
-                prefix_chars(stated, 16),
-                prefix_chars(&entry_prev, 16)
-            )
-        });
+        .and_then(|stated| stated_mismatch(name, line_no, stated, &entry_prev));
     // Cloning the details only when someone needs them keeps the plain verify path cheap.
     let marker_details = (event_type == EVENT_CHAIN_TORN_RECORD
         || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED)
@@ -291,6 +288,63 @@ pub(crate) fn analyze_line(
         marker_details,
         record: want_records.then_some((record, stored_value)),
     }))
+}
+
+/// [`analyze_line`] for a line the canonical scanner accepts ([`scan_canonical_record`]): the
+/// same analysis from the line's bytes, without parsing it into a tree and writing it out again
+/// to compare. `None` sends the line down the full path: the scanner declined it, or it is a
+/// tear marker, whose `details` the walk keeps.
+fn scanned_line(
+    key: &AuditKey,
+    name: &str,
+    line_no: u64,
+    bytes: &[u8],
+    assumed_prev: Option<&str>,
+) -> Option<ParsedLine> {
+    let scanned = scan_canonical_record(bytes)?;
+    let event_type = scanned.event_type.unwrap_or_default();
+    if event_type == EVENT_CHAIN_TORN_RECORD || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED {
+        return None;
+    }
+    let scheme = if scanned.scheme == 2 {
+        Scheme::V2
+    } else {
+        Scheme::V1
+    };
+    // A canonical line without a top-level `hmac` is its own pre-image.
+    let pre_image = match canonical_line_pre_image(bytes) {
+        Some(cut) => String::from_utf8(cut).ok()?,
+        None => std::str::from_utf8(bytes).ok()?.to_owned(),
+    };
+    let entry_prev = scanned.prev_hmac.unwrap_or_default();
+    let stated = scanned
+        .stated_predecessor
+        .filter(|_| !LEGACY_ANCHOR_EVENT_TYPES.contains(&event_type));
+    Some(ParsedLine {
+        scheme,
+        stored_hmac: scanned.hmac.unwrap_or_default().to_owned(),
+        entry_prev: entry_prev.to_owned(),
+        expected: assumed_prev
+            .map(|prev| (prev.to_owned(), hmac_over(key, scheme, prev, &pre_image))),
+        pre_image,
+        event_type: event_type.to_owned(),
+        stated_mismatch: stated
+            .and_then(|stated| stated_mismatch(name, line_no, stated, entry_prev)),
+        marker_details: None,
+        record: None,
+    })
+}
+
+/// The finding for a record whose `details.prev_chain_digest` names another predecessor than
+/// its own `prev_hmac`; `None` when they agree.
+fn stated_mismatch(name: &str, line_no: u64, stated: &str, entry_prev: &str) -> Option<String> {
+    (!constant_time_eq(stated.as_bytes(), entry_prev.as_bytes())).then(|| {
+        format!(
+            "{name}:{line_no}: stated chain predecessor {}\u{2026} is not the record's own predecessor {}\u{2026}",
+            prefix_chars(stated, 16),
+            prefix_chars(entry_prev, 16)
+        )
+    })
 }
 
 /// The segment being read.

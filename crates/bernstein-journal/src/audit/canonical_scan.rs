@@ -1,0 +1,494 @@
+//! The verifier's fast path: one pass over a line's bytes that proves the line is canonical
+//! `PY-SPACED` JSON and picks out the few members the chain checks read, without building a
+//! tree or re-serialising it.
+//!
+//! The full path ([`super::record::parse_record_line`]) decodes the line, parses it into a
+//! [`bernstein_protocol::pyjson::Value`], re-serialises that and compares the bytes. On a chain
+//! of well-formed entries that is most of the verifier's work besides the HMAC. This scanner
+//! accepts only the plain shape every writer emits: an object of ASCII bytes, keys without
+//! escapes in strictly increasing order, `", "` and `": "` separators, strings whose escapes are
+//! exactly the ones Python's `ensure_ascii` encoder writes, integers in their shortest form, and
+//! the three literals. Anything else (a float, a key with an escape, a lone surrogate, a scheme
+//! it does not know, a marker event whose `details` the walk needs, deep nesting) makes it
+//! decline, and the caller takes the full path. So the scanner never decides a defect: a line it
+//! accepts is one the full path accepts with the same members, and the property tests below
+//! hold it to that.
+
+/// Nesting deeper than this is left to the full path (which has its own limit).
+const MAX_SCAN_DEPTH: usize = 64;
+
+/// The members of a line the scanner accepted, borrowed from the line. A member that is absent
+/// is `None`; present members are strings without escapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScannedRecord<'a> {
+    /// The `scheme` number (1 when absent, as the reference reads it).
+    pub(crate) scheme: u8,
+    /// The stored `hmac`.
+    pub(crate) hmac: Option<&'a str>,
+    /// `prev_hmac`.
+    pub(crate) prev_hmac: Option<&'a str>,
+    /// `event_type`.
+    pub(crate) event_type: Option<&'a str>,
+    /// `details.prev_chain_digest`, when `details` is an object holding it as a string.
+    pub(crate) stated_predecessor: Option<&'a str>,
+}
+
+/// Scans `line` (without its newline). `None` means "not proven canonical here": the caller
+/// must take the full path, which reports whatever is wrong, if anything is.
+pub(crate) fn scan_canonical_record(line: &[u8]) -> Option<ScannedRecord<'_>> {
+    let mut scanner = Scanner {
+        bytes: line,
+        at: 0,
+        record: ScannedRecord {
+            scheme: 1,
+            hmac: None,
+            prev_hmac: None,
+            event_type: None,
+            stated_predecessor: None,
+        },
+    };
+    scanner.object(0, Place::Top)?;
+    (scanner.at == line.len()).then_some(scanner.record)
+}
+
+/// Where an object sits, for the members the scanner picks out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The record itself.
+    Top,
+    /// The record's `details`.
+    Details,
+    /// Anywhere else.
+    Nested,
+}
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    record: ScannedRecord<'a>,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, expected: &[u8]) -> Option<()> {
+        let end = self.at.checked_add(expected.len())?;
+        (self.bytes.get(self.at..end)? == expected).then(|| self.at = end)
+    }
+
+    fn object(&mut self, depth: usize, place: Place) -> Option<()> {
+        if depth > MAX_SCAN_DEPTH {
+            return None;
+        }
+        self.eat(b"{")?;
+        if self.eat(b"}").is_some() {
+            return Some(());
+        }
+        let mut previous_key: Option<&'a [u8]> = None;
+        loop {
+            let key = self.plain_key()?;
+            // Strictly increasing: sorted, and no duplicate (which the parser would collapse).
+            if previous_key.is_some_and(|previous| previous >= key) {
+                return None;
+            }
+            previous_key = Some(key);
+            self.eat(b": ")?;
+            self.member(key, depth, place)?;
+            match self.peek()? {
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b',' => self.eat(b", ")?,
+                _ => return None,
+            }
+        }
+    }
+
+    /// One member's value, noting the members the chain checks read.
+    fn member(&mut self, key: &[u8], depth: usize, place: Place) -> Option<()> {
+        match (place, key) {
+            (Place::Top, b"hmac") => self.record.hmac = Some(self.plain_string()?),
+            (Place::Top, b"prev_hmac") => self.record.prev_hmac = Some(self.plain_string()?),
+            (Place::Top, b"event_type") => self.record.event_type = Some(self.plain_string()?),
+            (Place::Top, b"scheme") => {
+                self.record.scheme = if self.eat(b"true").is_some() {
+                    1
+                } else {
+                    match self.plain_int()? {
+                        b"1" => 1,
+                        b"2" => 2,
+                        _ => return None,
+                    }
+                };
+            }
+            (Place::Top, b"details") if self.peek() == Some(b'{') => {
+                self.object(depth + 1, Place::Details)?;
+            }
+            (Place::Details, b"prev_chain_digest") if self.peek() == Some(b'"') => {
+                let stated = self.plain_string()?;
+                self.record.stated_predecessor = (!stated.is_empty()).then_some(stated);
+            }
+            _ => self.value(depth + 1)?,
+        }
+        Some(())
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'{' => self.object(depth, Place::Nested),
+            b'[' => self.array(depth),
+            b'"' => self.string(),
+            b't' => self.eat(b"true"),
+            b'f' => self.eat(b"false"),
+            b'n' => self.eat(b"null"),
+            _ => self.plain_int().map(|_| ()),
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_SCAN_DEPTH {
+            return None;
+        }
+        self.eat(b"[")?;
+        if self.eat(b"]").is_some() {
+            return Some(());
+        }
+        loop {
+            self.value(depth + 1)?;
+            match self.peek()? {
+                b']' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b',' => self.eat(b", ")?,
+                _ => return None,
+            }
+        }
+    }
+
+    /// An integer in the form Python writes: `0` or a non-zero leading digit, an optional
+    /// minus (never `-0`).
+    fn plain_int(&mut self) -> Option<&'a [u8]> {
+        let start = self.at;
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        let digits_start = self.at;
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.at += 1;
+        }
+        let digits = &self.bytes[digits_start..self.at];
+        let plain = match digits {
+            [] => false,
+            [b'0'] => digits_start == start,
+            [first, ..] => *first != b'0',
+        };
+        // A fraction or exponent after the digits fails the caller's next expectation (a
+        // separator or a closing bracket), so a float declines the scan there.
+        plain.then(|| &self.bytes[start..self.at])
+    }
+
+    /// A key: a string of printable ASCII without escapes, whose bytes then order the way
+    /// Python orders the decoded text.
+    fn plain_key(&mut self) -> Option<&'a [u8]> {
+        self.plain_string().map(str::as_bytes)
+    }
+
+    /// A string of printable ASCII with no escape at all, returned without its quotes.
+    fn plain_string(&mut self) -> Option<&'a str> {
+        self.eat(b"\"")?;
+        let start = self.at;
+        loop {
+            match self.peek()? {
+                b'"' => break,
+                b'\\' => return None,
+                b' '..=b'~' => self.at += 1,
+                _ => return None,
+            }
+        }
+        let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
+        self.at += 1;
+        Some(text)
+    }
+
+    /// A string as `ensure_ascii` writes it: printable ASCII but `"` and `\`, the short
+    /// escapes, and `\u` with four lowercase hex digits for every other code point, a
+    /// character beyond the BMP as a surrogate pair. A lone surrogate declines the scan.
+    fn string(&mut self) -> Option<()> {
+        self.eat(b"\"")?;
+        loop {
+            match self.peek()? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    self.at += 1;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => self.at += 1,
+                        b'u' => {
+                            self.at += 1;
+                            self.unicode_escape()?;
+                        }
+                        _ => return None,
+                    }
+                }
+                b' '..=b'~' => self.at += 1,
+                _ => return None,
+            }
+        }
+    }
+
+    /// The four digits after `\u` (and, for a high surrogate, the low one's escape after it):
+    /// only code points Python escapes this way, in lowercase.
+    fn unicode_escape(&mut self) -> Option<()> {
+        let code = self.hex4()?;
+        match code {
+            // Python writes these with their short escapes.
+            0x08 | 0x09 | 0x0a | 0x0c | 0x0d => None,
+            0x00..=0x1f | 0x7f => Some(()),
+            0xd800..=0xdbff => {
+                self.eat(b"\\u")?;
+                matches!(self.hex4()?, 0xdc00..=0xdfff).then_some(())
+            }
+            0xdc00..=0xdfff => None,
+            0x80..=0xffff => Some(()),
+            _ => None,
+        }
+    }
+
+    fn hex4(&mut self) -> Option<u32> {
+        let digits = self.bytes.get(self.at..self.at.checked_add(4)?)?;
+        let mut code = 0u32;
+        for &digit in digits {
+            let value = match digit {
+                b'0'..=b'9' => digit - b'0',
+                b'a'..=b'f' => digit - b'a' + 10,
+                _ => return None,
+            };
+            code = code * 16 + u32::from(value);
+        }
+        self.at += 4;
+        Some(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bernstein_protocol::pyjson::{Dialect, Object, Value};
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::audit::record::{parse_record_line, python_str};
+
+    /// What the full path says about the members the scanner reads, when it accepts the line.
+    fn full_path(line: &[u8]) -> Option<ScannedRecord<'static>> {
+        let parsed = parse_record_line(line, true).ok()?;
+        let text = |key: &str| -> Option<&'static str> {
+            parsed
+                .record
+                .get(key)
+                .map(|v| &*Box::leak(python_str(v).into_boxed_str()))
+        };
+        let stated = match parsed.record.get("details") {
+            Some(Value::Object(details)) => match details.get("prev_chain_digest") {
+                Some(Value::Str(s)) if !s.is_empty() => {
+                    Some(&*Box::leak(s.clone().into_boxed_str()))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        Some(ScannedRecord {
+            scheme: parsed.scheme?.number(),
+            hmac: text("hmac"),
+            prev_hmac: text("prev_hmac"),
+            event_type: text("event_type"),
+            stated_predecessor: stated,
+        })
+    }
+
+    /// The scanner either declines or agrees with the full path member for member.
+    fn assert_agrees(line: &[u8]) -> bool {
+        match scan_canonical_record(line) {
+            None => false,
+            Some(scanned) => {
+                let full = full_path(line);
+                assert_eq!(
+                    Some(scanned),
+                    full,
+                    "the scanner accepted {:?}",
+                    String::from_utf8_lossy(line)
+                );
+                true
+            }
+        }
+    }
+
+    fn check(line: &str, accepted: bool) {
+        assert_eq!(assert_agrees(line.as_bytes()), accepted, "{line}");
+    }
+
+    #[test]
+    fn writer_shaped_lines_are_accepted_and_everything_unusual_declines() {
+        let entry = r#"{"actor": "a", "details": {"n": -12, "prev_chain_digest": "ab", "x": [1, true, null, {"k": "\u00e9\n\ud83d\ude00\u007f"}]}, "event_type": "e", "hmac": "ff", "prev_hmac": "00", "resource_id": "r", "resource_type": "t", "scheme": 2, "timestamp": "2026-12-02T00:00:00.000000+00:00"}"#;
+        check(entry, true);
+        check(r#"{}"#, true);
+        check(r#"{"a": [], "b": {}}"#, true);
+        check(r#"{"hmac": "x"}"#, true);
+        check(r#"{"scheme": true}"#, true);
+        // Not the writer's framing, or not a record at all.
+        check(r#"{"b": 1, "a": 2}"#, false);
+        check(r#"{"a": 1, "a": 2}"#, false);
+        check(r#"{"a":1}"#, false);
+        check(r#"{"a": 1,"b": 2}"#, false);
+        check(r#" {"a": 1}"#, false);
+        check(r#"{"a": 1} "#, false);
+        check(r#"[1]"#, false);
+        check(r#"{"a": 1.5}"#, false);
+        check(r#"{"a": 1e3}"#, false);
+        check(r#"{"a": -0}"#, false);
+        check(r#"{"a": 01}"#, false);
+        check(r#"{"a": "\u00E9"}"#, false);
+        check(r#"{"a": "\u000a"}"#, false);
+        check(r#"{"a": "\/"}"#, false);
+        check(r#"{"a": "\ud800"}"#, false);
+        check(r#"{"a": "\udc00"}"#, false);
+        check("{\"a\": \"\u{e9}\"}", false);
+        check(r#"{"a\u0041": 1}"#, false);
+        check(r#"{"scheme": 3}"#, false);
+        check(r#"{"scheme": 2.0}"#, false);
+        check(r#"{"hmac": 5}"#, false);
+        check(r#"{"hmac": "a\"b"}"#, false);
+        check(r#"{"a": NaN}"#, false);
+        check(r#"{"a": 1"#, false);
+        check(
+            &format!("{}1{}", "{\"a\": ".repeat(80), "}".repeat(80)),
+            false,
+        );
+        // A stated predecessor that is empty or not a string makes no claim.
+        check(r#"{"details": {"prev_chain_digest": ""}}"#, true);
+        check(r#"{"details": {"prev_chain_digest": 7}}"#, true);
+        check(r#"{"details": [1]}"#, true);
+    }
+
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            // Floats decline the scan; they are here so the decline is exercised too.
+            (-1e6f64..1e6).prop_map(Value::Float),
+            "[a-z]{0,6}".prop_map(Value::from),
+            any::<String>().prop_map(Value::from),
+            prop::sample::select(vec!["\u{7f}", "\u{1f600}", "\t\u{8}\u{c}", "\u{0}", "\\\""])
+                .prop_map(Value::from),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        leaf().prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(("[a-z_]{1,8}|[^\"]{1,3}", inner), 0..4).prop_map(
+                    |members| {
+                        let mut object = Object::new();
+                        for (key, value) in members {
+                            object.insert(key, value);
+                        }
+                        Value::Object(object)
+                    }
+                ),
+            ]
+        })
+    }
+
+    fn record() -> impl Strategy<Value = Value> {
+        (
+            prop::option::of("[0-9a-f]{0,8}"),
+            prop::option::of("[0-9a-f]{0,8}"),
+            prop::option::of("[a-z.]{0,12}"),
+            prop::option::of(prop::sample::select(vec![
+                Value::from(1),
+                Value::from(2),
+                Value::from(3),
+                Value::Bool(true),
+                Value::Float(2.0),
+                Value::Null,
+            ])),
+            prop::option::of(value()),
+            prop::option::of(prop::option::of("[0-9a-f]{0,4}")),
+            value(),
+        )
+            .prop_map(|(hmac, prev, event, scheme, details, stated, extra)| {
+                let mut record = Object::new();
+                if let Some(hmac) = hmac {
+                    record.insert("hmac", hmac);
+                }
+                if let Some(prev) = prev {
+                    record.insert("prev_hmac", prev);
+                }
+                if let Some(event) = event {
+                    record.insert("event_type", event);
+                }
+                if let Some(scheme) = scheme {
+                    record.insert("scheme", scheme);
+                }
+                let mut details = match details {
+                    Some(Value::Object(details)) => details,
+                    Some(other) => {
+                        record.insert("details", other);
+                        Object::new()
+                    }
+                    None => Object::new(),
+                };
+                if let Some(stated) = stated {
+                    details.insert("prev_chain_digest", stated.map_or(Value::Null, Value::from));
+                }
+                if !details.is_empty() {
+                    record.insert("details", details);
+                }
+                record.insert("extra", extra);
+                Value::Object(record)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever the writer emits, the scanner agrees with the full path or declines;
+        /// on records without floats it accepts.
+        #[test]
+        fn the_scanner_agrees_with_the_full_path_on_written_records(record in record()) {
+            let line = record.dumps(Dialect::PY_SPACED);
+            let accepted = assert_agrees(line.as_bytes());
+            if !line.contains(['.', 'e', 'E']) && !line.contains("\"scheme\": 3")
+                && !line.contains("\"scheme\": null") && full_path(line.as_bytes()).is_some()
+                && !line.contains('\\')
+            {
+                prop_assert!(accepted, "declined a plain line: {line}");
+            }
+        }
+
+        /// One byte changed anywhere: the scanner still agrees or declines.
+        #[test]
+        fn the_scanner_agrees_with_the_full_path_on_damaged_lines(
+            record in record(),
+            at in any::<prop::sample::Index>(),
+            byte in prop::sample::select(b" ,:{}[]\"\\u0aE.-1x".to_vec()),
+            cut in any::<bool>(),
+        ) {
+            let mut line = record.dumps(Dialect::PY_SPACED).into_bytes();
+            let at = at.index(line.len());
+            if cut {
+                line.remove(at);
+            } else {
+                line[at] = byte;
+            }
+            assert_agrees(&line);
+        }
+    }
+}
