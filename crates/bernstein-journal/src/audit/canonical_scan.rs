@@ -103,15 +103,20 @@ impl<'a> Scanner<'a> {
             previous_key = Some(key);
             self.eat(b": ")?;
             self.member(key, depth, place)?;
-            match self.peek()? {
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                b',' => self.eat(b", ")?,
-                _ => return None,
+            if self.closed_or_separated(b'}')? {
+                return Some(());
             }
         }
+    }
+
+    /// After a member or an item: `Some(true)` past the closing bracket `close`, `Some(false)`
+    /// past the `", "` before the next one, `None` for anything else.
+    fn closed_or_separated(&mut self, close: u8) -> Option<bool> {
+        if self.peek()? == close {
+            self.at += 1;
+            return Some(true);
+        }
+        self.eat(b", ").map(|()| false)
     }
 
     /// One member's value, noting the members the chain checks read.
@@ -165,13 +170,8 @@ impl<'a> Scanner<'a> {
         }
         loop {
             self.value(depth + 1)?;
-            match self.peek()? {
-                b']' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                b',' => self.eat(b", ")?,
-                _ => return None,
+            if self.closed_or_separated(b']')? {
+                return Some(());
             }
         }
     }
