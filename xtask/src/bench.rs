@@ -20,7 +20,10 @@
 //! `store` run the crates' `harness = false` bench targets.
 //!
 //! Flags of the full run and of its parts: `--calls N`, `--status-calls N` (stdio),
-//! `--http-requests N`, `--http-seconds S` (per load, all rounds together), `--no-docs`.
+//! `--http-requests N`, `--http-seconds S` (per load, all rounds together), `--no-docs`, and
+//! `--baseline-binary PATH`: another build of `bernstein-mcp` (an earlier commit's release
+//! binary, say) whose `audit verify` the `verify` part times on the same chain, interleaved with
+//! ours round by round, so a change to the verifier is measured side by side in one run.
 
 use std::path::{Path, PathBuf};
 
@@ -107,11 +110,12 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 }
 
 /// The flags of the issue-10 benches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Options {
     counts: CallCounts,
     http: HttpOptions,
     no_docs: bool,
+    baseline: Option<PathBuf>,
 }
 
 impl Options {
@@ -122,10 +126,15 @@ impl Options {
             seconds: HTTP_SECONDS,
         };
         let mut no_docs = false;
+        let mut baseline = None;
         let mut args = args.iter();
         while let Some(flag) = args.next() {
             match flag.as_str() {
                 "--no-docs" => no_docs = true,
+                "--baseline-binary" => {
+                    let path = args.next().context("--baseline-binary needs a path")?;
+                    baseline = Some(PathBuf::from(path));
+                }
                 "--http-requests" | "--http-seconds" => {
                     let value: usize = args
                         .next()
@@ -150,6 +159,7 @@ impl Options {
             counts: CallCounts::parse(&stdio_args)?,
             http,
             no_docs,
+            baseline,
         })
     }
 }
@@ -248,6 +258,7 @@ fn run_parts(
                     &key_file,
                     python,
                     &binaries.ours,
+                    options.baseline.as_deref(),
                 )?);
             }
             "poll" => {
@@ -539,6 +550,15 @@ fn render_report(results: &Results) -> (String, String) {
             verify.hmac_all_cores,
             verify.cores
         ));
+        if let Some(baseline) = verify.baseline {
+            out.push_str(&format!(
+                "audit verify side by side: ours {:.0}/s; baseline binary {baseline:.0}/s \
+                 (ours/baseline {:.2}x), best of {} interleaved rounds each\n",
+                verify.ours,
+                verify.ours / baseline,
+                bench_limits::VERIFY_ROUNDS
+            ));
+        }
     }
     if let Some((small, large)) = results.poll {
         out.push_str(&format!(
@@ -639,6 +659,16 @@ mod tests {
         assert_eq!(options.http.requests, 9);
         assert_eq!(options.http.seconds, HTTP_SECONDS);
         assert!(options.no_docs);
+        assert_eq!(options.baseline, None);
+        let with_baseline = Options::parse(&[
+            "--baseline-binary".to_owned(),
+            "/tmp/old".to_owned(),
+            "--no-docs".to_owned(),
+        ])
+        .unwrap();
+        assert_eq!(with_baseline.baseline, Some(PathBuf::from("/tmp/old")));
+        assert!(with_baseline.no_docs);
+        assert!(Options::parse(&["--baseline-binary".to_owned()]).is_err());
         assert!(Options::parse(&["--http-seconds".to_owned(), "0".to_owned()]).is_err());
         assert!(Options::parse(&["--bogus".to_owned()]).is_err());
     }
