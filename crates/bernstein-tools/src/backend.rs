@@ -28,8 +28,8 @@ use bernstein_journal::artifacts::{
 };
 use bernstein_journal::audit::AuditChain;
 use bernstein_journal::claim::{
-    ClaimFilter, ClaimRequest as BacklogClaimRequest, backlog_path, claim_in_project,
-    normalised_rows, read_backlog,
+    ClaimFilter, ClaimRequest as BacklogClaimRequest, backlog_path, claim_on_entries,
+    entries_from_rows, read_backlog,
 };
 use bernstein_journal::dlp::{DlpMode, RedactionContext};
 use bernstein_journal::handle;
@@ -570,7 +570,13 @@ impl Backend {
                 // in step with its task log, and the store adopts a granted claim before we
                 // answer: a stale backlog can never grant a task twice.
                 let outcome = run_blocking(move || {
-                    store.claim_through_backlog(|| claim_in_project(&root, key, &request, None))
+                    store.claim_on_backlog(|rows| {
+                        let origin = backlog_path(&root).display().to_string();
+                        let entries = entries_from_rows(rows, &origin)?;
+                        let outcome = claim_on_entries(&root, key, &request, &entries, None)?;
+                        let claimed = outcome.granted().then(|| outcome.normalised_rows.clone());
+                        Ok::<_, bernstein_journal::Error>((outcome, claimed))
+                    })
                 })
                 .await???;
                 // The embedded store rewrites the backlog file whenever its tasks change, so a
@@ -580,7 +586,7 @@ impl Backend {
                 // "task_store"`), and verifies against that, offline, for as long as the chain
                 // holds its claim event.
                 let mut receipt = outcome.receipt;
-                receipt.backlog_snapshot = Some(normalised_rows(&outcome.rows));
+                receipt.backlog_snapshot = Some(outcome.normalised_rows);
                 Ok(Value::Object(receipt.to_wire()))
             }
         }

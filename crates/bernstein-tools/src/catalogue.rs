@@ -11,7 +11,7 @@ use bernstein_protocol::pyjson::{Dialect, Object, Value as PyValue};
 
 use crate::config::{ToolConfig, Validation};
 use crate::context::ToolContext;
-use crate::envelope::{Meter, alias_wrapper, envelope};
+use crate::envelope::{Meter, alias_wrapper, envelope_of, parsed_or_raw};
 use crate::error::Error;
 use crate::firewall;
 use crate::outcome::ToolOutcome;
@@ -272,11 +272,12 @@ impl Catalogue {
             },
             _ => Object::new(),
         };
-        // Each arm yields the payload and whether it reports a refusal or an error.
+        // Each arm yields the payload, whether it reports a refusal or an error, and the
+        // payload parsed when it was parsed to find that out and left unchanged since.
         let work = async {
             if let Some(refusal) = &refusal {
                 match self.config.validation {
-                    Validation::Strict => return (refusal_text(entry.target, refusal), true),
+                    Validation::Strict => return (refusal_text(entry.target, refusal), true, None),
                     Validation::Permissive => tracing::warn!(
                         tool = name,
                         "input validation failed (permissive mode, call goes ahead): {}",
@@ -287,16 +288,18 @@ impl Catalogue {
             match entry.target {
                 Target::Tool(def) => {
                     let payload = tools::run_tool(self, ctx, def.name, &args).await;
-                    let failed = reports_error(&payload);
-                    (relative_if(failed, payload, &ctx.workdir), failed)
+                    let (failed, parsed) = inspect_payload(&payload);
+                    let parsed = (!failed).then_some(parsed).flatten();
+                    (relative_if(failed, payload, &ctx.workdir), failed, parsed)
                 }
                 Target::Alias(alias) => {
                     let payload = tools::run_alias(self, ctx, alias.name, &args).await;
-                    let failed = reports_error(&payload);
+                    let (failed, _) = inspect_payload(&payload);
                     let payload = relative_if(failed, payload, &ctx.workdir);
                     (
                         alias_wrapper(alias.name, alias.replacement, &payload),
                         failed,
+                        None,
                     )
                 }
             }
@@ -317,7 +320,7 @@ impl Catalogue {
             () = ctx.cancel.cancelled() => None,
             result = bounded => Some(result),
         };
-        let failed = matches!(result, Some(Ok((_, true))));
+        let failed = matches!(result, Some(Ok((_, true, _))));
         let meter = Meter {
             tool: name.to_owned(),
             call_id: ctx.meta.call_id.clone(),
@@ -329,9 +332,10 @@ impl Catalogue {
         match result {
             None => cancelled_outcome(name, meter_value),
             Some(Err(declared)) => timeout_outcome(name, &declared),
-            Some(Ok((payload, _))) => {
+            Some(Ok((payload, _, parsed))) => {
                 let text = if self.config.cost_meter {
-                    envelope(&payload, &meter)
+                    let result = parsed.unwrap_or_else(|| parsed_or_raw(&payload));
+                    envelope_of(result, &meter)
                 } else {
                     payload
                 };
@@ -356,14 +360,19 @@ impl Catalogue {
 
 /// Whether a handler's payload reports a refusal or an error: a JSON object whose top-level
 /// `error` is a non-empty string (the shape of every error and gate refusal the handlers
-/// answer; `load_skill` carries `"error": null` on success).
-fn reports_error(payload: &str) -> bool {
+/// answer; `load_skill` carries `"error": null` on success). Also returns the payload parsed
+/// (`None` when it is not JSON), so the envelope reuses this one parse.
+fn inspect_payload(payload: &str) -> (bool, Option<PyValue>) {
     match PyValue::parse(payload) {
-        Ok(PyValue::Object(object)) => object
-            .get("error")
-            .and_then(PyValue::as_str)
-            .is_some_and(|error| !error.is_empty()),
-        _ => false,
+        Ok(value) => {
+            let failed = value
+                .as_object()
+                .and_then(|object| object.get("error"))
+                .and_then(PyValue::as_str)
+                .is_some_and(|error| !error.is_empty());
+            (failed, Some(value))
+        }
+        Err(_) => (false, None),
     }
 }
 

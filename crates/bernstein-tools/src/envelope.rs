@@ -66,10 +66,17 @@ pub(crate) fn parsed_or_raw(payload: &str) -> Value {
 }
 
 /// Wraps `payload` in the envelope and renders it.
+#[cfg(test)]
 pub(crate) fn envelope(payload: &str, meter: &Meter) -> String {
+    envelope_of(parsed_or_raw(payload), meter)
+}
+
+/// Wraps a payload already taken through [`parsed_or_raw`] in the envelope and renders it,
+/// so a caller that parsed the payload for its own reasons does not parse it again.
+pub(crate) fn envelope_of(result: Value, meter: &Meter) -> String {
     Value::Object(
         Object::new()
-            .with("result", parsed_or_raw(payload))
+            .with("result", result)
             .with("_meter", meter.to_object()),
     )
     .dumps(Dialect::PY_ROW)

@@ -21,7 +21,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::python::{python_float, python_int, python_truthy, python_type_name};
 use crate::audit::{python_repr, python_str};
-use crate::handle::render_indent2;
+use crate::handle::render_indent2_objects;
 use crate::{Error, Result};
 
 /// File name of the backlog inside `.sdd/runtime/`.
@@ -273,6 +273,23 @@ pub fn parse_backlog(text: &str, origin: &str) -> Result<Vec<BacklogEntry>> {
     Ok(entries)
 }
 
+/// Hydrates rows already parsed from a backlog the way [`parse_backlog`] hydrates the rows
+/// of its text: each by [`BacklogEntry::from_dict`], with unique ids. For a caller that holds
+/// the parsed rows (a task store keeping the file as its projection), so the file need not be
+/// read and parsed again.
+///
+/// # Errors
+///
+/// [`Error::Malformed`] for a row that does not hydrate, or a duplicated id.
+pub fn entries_from_rows(rows: &[Object], origin: &str) -> Result<Vec<BacklogEntry>> {
+    let entries = rows
+        .iter()
+        .map(BacklogEntry::from_dict)
+        .collect::<Result<Vec<_>>>()?;
+    check_unique_ids(&entries, origin)?;
+    Ok(entries)
+}
+
 /// Refuses a backlog that names one id twice (the reference's `_validate_unique_ids`).
 fn check_unique_ids(entries: &[BacklogEntry], origin: &str) -> Result<()> {
     let mut seen = BTreeSet::new();
@@ -313,11 +330,8 @@ pub fn read_backlog(path: &Path) -> Result<Vec<BacklogEntry>> {
 /// The backlog file bytes the reference writes for `entries`: `json.dumps([e.to_dict() for e in
 /// entries], indent=2)`, without a trailing newline.
 pub fn render_backlog(entries: &[BacklogEntry]) -> String {
-    let rows: Vec<Value> = entries
-        .iter()
-        .map(|entry| Value::Object(entry.to_dict()))
-        .collect();
-    render_indent2(&Value::Array(rows))
+    let rows: Vec<Object> = entries.iter().map(BacklogEntry::to_dict).collect();
+    render_indent2_objects(&rows)
 }
 
 /// Writes `entries` to `path` the way the reference's `write_atomic_json` does: the rendered

@@ -13,7 +13,9 @@ use bernstein_protocol::pyjson::Object;
 
 use super::backlog::{BacklogEntry, BacklogLock, read_backlog, write_backlog};
 use super::filter::ClaimFilter;
-use super::receipt::{ClaimReceipt, REFUSED_TASK_ID, UNREGISTERED_FINGERPRINT, backlog_head};
+use super::receipt::{
+    ClaimReceipt, REFUSED_TASK_ID, UNREGISTERED_FINGERPRINT, backlog_head_of_rows, normalised_rows,
+};
 use crate::audit::{AppendedRecord, AuditChain, AuditEvent, Timestamp, python_repr};
 use crate::identity::SigningIdentity;
 use crate::key::AuditKey;
@@ -167,6 +169,10 @@ pub struct ClaimOutcome {
     pub receipt: ClaimReceipt,
     /// The backlog after the claim, for the caller to persist; unchanged for a refusal.
     pub rows: Vec<BacklogEntry>,
+    /// `rows` as `BacklogEntry.to_dict()` objects: what `backlogHead` hashed (with
+    /// `claimed_at`, which the head leaves out), the file's rows and a task-store receipt's
+    /// `backlogSnapshot`.
+    pub normalised_rows: Vec<Object>,
     /// Index of the claimed row in `rows`, `None` for a refusal.
     pub claimed_index: Option<usize>,
     /// The `task.claim_receipt` record written for a grant.
@@ -220,10 +226,11 @@ pub fn issue_claim_receipt(
     request.validate()?;
     let filter_digest = request.filter.digest();
     let Some(index) = request.filter.select(entries) else {
+        let normalised = normalised_rows(entries);
         let receipt = ClaimReceipt::new(
             REFUSED_TASK_ID,
             request.fingerprint(),
-            backlog_head(entries),
+            backlog_head_of_rows(&normalised),
             filter_digest,
             super::receipt::refusal_chain_head(chain),
         )
@@ -231,6 +238,7 @@ pub fn issue_claim_receipt(
         return Ok(ClaimOutcome {
             receipt,
             rows: entries.to_vec(),
+            normalised_rows: normalised,
             claimed_index: None,
             audit_record: None,
         });
@@ -259,10 +267,11 @@ pub fn issue_claim_receipt(
             record
         }
     };
+    let normalised = normalised_rows(&rows);
     let receipt = ClaimReceipt::new(
         task_id,
         request.fingerprint(),
-        backlog_head(&rows),
+        backlog_head_of_rows(&normalised),
         filter_digest,
         record.prev_hmac.clone(),
     )
@@ -270,6 +279,7 @@ pub fn issue_claim_receipt(
     Ok(ClaimOutcome {
         receipt,
         rows,
+        normalised_rows: normalised,
         claimed_index: Some(index),
         audit_record: Some(record),
     })
@@ -313,15 +323,37 @@ pub fn claim_in_project(
     )?;
     let _lock = BacklogLock::acquire(&backlog)?;
     let entries = read_backlog(&backlog)?;
-    // The identity is loaded (or minted on first use) only once the backlog is known to be
-    // usable, and before the chain is touched: a bad key file stops the claim unrecorded.
-    let signer = SigningIdentity::load_or_create(&sdd.join("identity"), CLAIM_IDENTITY_NAME)?;
-    let chain = AuditChain::open(sdd.join("audit"), key);
-    let outcome = issue_claim_receipt(&entries, request, &signer, &chain, time)?;
+    let outcome = claim_on_entries(project_root, key, request, &entries, time)?;
     if outcome.granted() {
         write_backlog(&backlog, &outcome.rows)?;
     }
     Ok(outcome)
+}
+
+/// [`claim_in_project`] over backlog rows the caller has read under the backlog lock it still
+/// holds, and whose [`ClaimOutcome::rows`] it writes back for a grant: the claim-signing
+/// identity is loaded (or created on first use) and [`issue_claim_receipt`] runs against the
+/// project's chain. For a task store that keeps the backlog file as a projection of its own
+/// log and already holds the file's rows, so the file is not read and parsed twice.
+///
+/// # Errors
+///
+/// An unsafe claimer id or an unusable signing identity, before anything is appended; the
+/// chain's errors.
+pub fn claim_on_entries(
+    project_root: &Path,
+    key: AuditKey,
+    request: &ClaimRequest,
+    entries: &[BacklogEntry],
+    time: impl Into<Option<ClaimTime>>,
+) -> Result<ClaimOutcome> {
+    request.validate()?;
+    let sdd = project_root.join(".sdd");
+    // The identity is loaded (or minted on first use) only once the backlog is known to be
+    // usable, and before the chain is touched: a bad key file stops the claim unrecorded.
+    let signer = SigningIdentity::load_or_create(&sdd.join("identity"), CLAIM_IDENTITY_NAME)?;
+    let chain = AuditChain::open(sdd.join("audit"), key);
+    issue_claim_receipt(entries, request, &signer, &chain, time)
 }
 
 #[cfg(test)]

@@ -12,8 +12,9 @@
 //! * [`ClaimFilter`]: eligibility ([`ClaimFilter::allows`], first match in file order) and
 //!   [`ClaimFilter::digest`];
 //! * [`ClaimReceipt`]: hashes, signature, `pollToken`, wire form;
-//! * [`issue_claim_receipt`] (pure over rows + chain) and [`claim_in_project`] (the whole
-//!   claim on a project directory, under the backlog lock);
+//! * [`issue_claim_receipt`] (pure over rows + chain), [`claim_in_project`] (the whole
+//!   claim on a project directory, under the backlog lock) and [`claim_on_entries`] (the same
+//!   over rows the caller read and will write, under a lock it holds);
 //! * [`verify_claim_receipt`] and its variants: every check of §4, every failure reported.
 //!
 //! ```text
@@ -36,13 +37,15 @@ mod verify;
 
 pub use backlog::{
     BACKLOG_FILE_NAME, BACKLOG_LOCK_FILE_NAME, BacklogEntry, BacklogLock, STATUS_IN_PROGRESS,
-    STATUS_OPEN, backlog_path, parse_backlog, read_backlog, render_backlog, write_backlog,
+    STATUS_OPEN, backlog_path, entries_from_rows, parse_backlog, read_backlog, render_backlog,
+    write_backlog,
 };
 pub use filter::{ClaimFilter, TagAdmission};
 pub use issue::{
     CLAIM_EVENT_ACTOR, CLAIM_EVENT_RESOURCE_TYPE, CLAIM_IDENTITY_NAME, ClaimOutcome, ClaimRequest,
     ClaimTime, EVENT_TASK_CLAIM_RECEIPT, MAX_CLAIMER_ID_BYTES, MCP_CLAIM_PATH,
-    TASK_STORE_CLAIM_PATH, claim_in_project, claim_receipt_event, issue_claim_receipt,
+    TASK_STORE_CLAIM_PATH, claim_in_project, claim_on_entries, claim_receipt_event,
+    issue_claim_receipt,
 };
 pub use receipt::{
     BACKLOG_SOURCE_TASK_STORE, ClaimReceipt, REFUSED_TASK_ID, UNREGISTERED_FINGERPRINT,

@@ -55,15 +55,24 @@ pub fn refusal_chain_head(chain: &crate::audit::AuditChain) -> String {
 /// The reference's `backlog_head` takes rows as given; the JSON-backlog route passes
 /// `to_dict()` rows (see [`backlog_head`]) and the task-store route its projected snapshot.
 pub fn backlog_head_preimage(rows: &[Object]) -> String {
-    let stripped: Vec<Value> = rows
-        .iter()
-        .map(|row| {
+    // The compact array is `[` + the rows joined by `,` + `]`, so each row is written in
+    // place; only a row that carries the wall clock is copied, to leave it out.
+    let mut out = String::new();
+    out.push('[');
+    for (n, row) in rows.iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        if row.contains_key(WALL_CLOCK_FIELD) {
             let mut row = row.clone();
             row.remove(WALL_CLOCK_FIELD);
-            Value::Object(row)
-        })
-        .collect();
-    Value::Array(stripped).dumps(Dialect::PY_COMPACT_ASCII)
+            row.dumps_into(&mut out, Dialect::PY_COMPACT_ASCII);
+        } else {
+            row.dumps_into(&mut out, Dialect::PY_COMPACT_ASCII);
+        }
+    }
+    out.push(']');
+    out
 }
 
 /// `backlogHead` over raw rows: `"sha256:" + sha256_hex(`[`backlog_head_preimage`]`)`.

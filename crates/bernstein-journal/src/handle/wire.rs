@@ -5,12 +5,32 @@
 //! and writes empty containers as `[]` / `{}`. Scalars are written exactly as in the other
 //! Python dialects, so they are delegated to [`Value::dumps`].
 
-use bernstein_protocol::pyjson::{Dialect, Value};
+use bernstein_protocol::pyjson::{Dialect, Object, Value, dumps_str_into};
 
 /// Python's `json.dumps(value, indent=2)`.
 pub fn render_indent2(value: &Value) -> String {
     let mut out = String::new();
     write_indented(&mut out, value, 0);
+    out
+}
+
+/// Python's `json.dumps(rows, indent=2)` for a list of objects, without first moving them
+/// into one [`Value`] (a backlog of thousands of rows is rendered on every claim).
+pub fn render_indent2_objects(rows: &[Object]) -> String {
+    if rows.is_empty() {
+        return "[]".to_owned();
+    }
+    let mut out = String::new();
+    out.push('[');
+    for (n, row) in rows.iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        push_newline_indent(&mut out, 1);
+        write_indented_object(&mut out, row, 1);
+    }
+    push_newline_indent(&mut out, 0);
+    out.push(']');
     out
 }
 
@@ -33,28 +53,61 @@ fn write_indented(out: &mut String, value: &Value, level: usize) {
             push_newline_indent(out, level);
             out.push(']');
         }
-        Value::Object(object) if !object.is_empty() => {
-            out.push('{');
-            for (n, (key, item)) in object.iter().enumerate() {
-                if n > 0 {
-                    out.push(',');
-                }
-                push_newline_indent(out, level + 1);
-                out.push_str(&Value::Str(key.to_owned()).dumps(Dialect::PY_ROW));
-                out.push_str(": ");
-                write_indented(out, item, level + 1);
-            }
-            push_newline_indent(out, level);
-            out.push('}');
-        }
-        scalar_or_empty => out.push_str(&scalar_or_empty.dumps(Dialect::PY_ROW)),
+        Value::Object(object) => write_indented_object(out, object, level),
+        scalar_or_empty => scalar_or_empty.dumps_into(out, Dialect::PY_ROW),
     }
+}
+
+fn write_indented_object(out: &mut String, object: &Object, level: usize) {
+    if object.is_empty() {
+        out.push_str("{}");
+        return;
+    }
+    out.push('{');
+    for (n, (key, item)) in object.iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        push_newline_indent(out, level + 1);
+        dumps_str_into(out, key, Dialect::PY_ROW);
+        out.push_str(": ");
+        write_indented(out, item, level + 1);
+    }
+    push_newline_indent(out, level);
+    out.push('}');
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use bernstein_protocol::pyjson::Object;
+
+    #[test]
+    fn objects_render_as_the_array_of_them_does() {
+        let rows = [
+            Object::new()
+                .with("id", "a")
+                .with("claimer", Value::Null)
+                .with(
+                    "metadata",
+                    Object::new()
+                        .with("version", 3)
+                        .with("tags", Value::Array(vec![])),
+                ),
+            Object::new(),
+            Object::new().with("x", 1.5).with("y", "caf\u{e9}"),
+        ];
+        for n in 0..=rows.len() {
+            let slice = &rows[..n];
+            assert_eq!(
+                render_indent2_objects(slice),
+                render_indent2(&Value::Array(
+                    slice.iter().cloned().map(Value::Object).collect()
+                )),
+                "{n} rows"
+            );
+        }
+    }
 
     #[test]
     fn matches_python_indent_two() {

@@ -194,6 +194,12 @@ impl Object {
         self.get(key).is_some()
     }
 
+    /// The object serialised in `dialect` (as [`Value::dumps`] of it would be), appended to
+    /// `out`, without first moving it into a [`Value`].
+    pub fn dumps_into(&self, out: &mut String, dialect: Dialect) {
+        write_object(out, self, dialect);
+    }
+
     /// Entries in insertion order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
         self.entries.iter().map(|(k, v)| (k.as_str(), v))
@@ -276,6 +282,12 @@ impl Value {
         let mut out = String::new();
         write_value(&mut out, self, dialect);
         out
+    }
+
+    /// [`Value::dumps`], appended to `out`: for writers that assemble a larger text (an
+    /// indented document, an array of many rows) without a string per value.
+    pub fn dumps_into(&self, out: &mut String, dialect: Dialect) {
+        write_value(out, self, dialect);
     }
 
     /// Serialises the value as RFC 8785 (JCS) canonical JSON, the way Bernstein's
@@ -363,23 +375,38 @@ fn write_value(out: &mut String, value: &Value, dialect: Dialect) {
             }
             out.push(']');
         }
-        Value::Object(object) => {
-            out.push('{');
-            let mut entries: Vec<&(String, Value)> = object.entries.iter().collect();
-            if dialect.sort_keys {
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-            }
-            for (n, (key, item)) in entries.into_iter().enumerate() {
-                if n > 0 {
-                    out.push_str(if dialect.compact { "," } else { ", " });
-                }
-                write_string(out, key, dialect.ensure_ascii);
-                out.push_str(if dialect.compact { ":" } else { ": " });
-                write_value(out, item, dialect);
-            }
-            out.push('}');
+        Value::Object(object) => write_object(out, object, dialect),
+    }
+}
+
+fn write_object(out: &mut String, object: &Object, dialect: Dialect) {
+    let write_entry = |out: &mut String, n: usize, key: &str, item: &Value| {
+        if n > 0 {
+            out.push_str(if dialect.compact { "," } else { ", " });
+        }
+        write_string(out, key, dialect.ensure_ascii);
+        out.push_str(if dialect.compact { ":" } else { ": " });
+        write_value(out, item, dialect);
+    };
+    out.push('{');
+    if dialect.sort_keys {
+        let mut entries: Vec<&(String, Value)> = object.entries.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (n, (key, item)) in entries.into_iter().enumerate() {
+            write_entry(out, n, key, item);
+        }
+    } else {
+        for (n, (key, item)) in object.entries.iter().enumerate() {
+            write_entry(out, n, key, item);
         }
     }
+    out.push('}');
+}
+
+/// Appends `s` as a JSON string literal in `dialect` (only its `ensure_ascii` matters), as
+/// [`Value::dumps`] of the string would write it.
+pub fn dumps_str_into(out: &mut String, s: &str, dialect: Dialect) {
+    write_string(out, s, dialect.ensure_ascii);
 }
 
 /// Writes `s` as a JSON string literal with Python's escaping rules.

@@ -46,8 +46,9 @@ use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use bernstein_journal::handle::render_indent2;
+use bernstein_journal::handle::render_indent2_objects;
 use bernstein_protocol::pyjson::{Object, Value};
 
 use super::fsio::{self, LockFile, LockGuard};
@@ -80,44 +81,80 @@ pub(crate) struct LockedBacklog<'a> {
     path: PathBuf,
     /// The backlog lock, held until this drops (`None` for a verifier's read, which writes
     /// nothing).
-    _guard: Option<LockGuard<'a>>,
+    guard: Option<LockGuard<'a>>,
     /// The file text, `None` when the file does not exist.
-    original: Option<String>,
+    original: Option<Arc<str>>,
     /// The rows, or why the file cannot be used.
-    rows: Result<Vec<Object>, String>,
+    rows: Result<Arc<Vec<Object>>, String>,
+    /// Whether `original` is known to be the indent-2 rendering of `rows`, so a projection
+    /// that keeps every row needs no rendering to know the file is current.
+    canonical: bool,
+    /// Whether the text was parsed by this read (`false`: it equalled the text this process
+    /// last read or wrote, whose rows were reused).
+    parsed: bool,
 }
 
-/// Takes the backlog lock and reads the file.
+/// The backlog text this process last read or wrote, with its rows. A read that finds the
+/// same bytes on disk reuses the rows instead of parsing the file again: the file is rewritten
+/// by every claim, and parsing it was most of a claim's cost with a large open backlog. The
+/// bytes are compared in full, so no stamp or clock is trusted for the rows' correctness.
+#[derive(Debug, Clone)]
+pub(crate) struct KnownBacklog {
+    text: Arc<str>,
+    rows: Arc<Vec<Object>>,
+    /// Whether `text` is the indent-2 rendering of `rows`.
+    canonical: bool,
+}
+
+/// Takes the backlog lock and reads the file, reusing `known`'s rows when the file holds
+/// exactly its text.
 pub(crate) fn lock_and_read<'a>(
     runtime_dir: &Path,
     lock: &'a LockFile,
+    known: Option<&KnownBacklog>,
 ) -> Result<LockedBacklog<'a>, Error> {
     let guard = lock.exclusive()?;
-    read(runtime_dir, Some(guard))
+    read(runtime_dir, Some(guard), known)
 }
 
 /// Reads the backlog without its lock, for a verifier: the result is only ever compared.
 pub(crate) fn read_unlocked(runtime_dir: &Path) -> Result<LockedBacklog<'static>, Error> {
-    read(runtime_dir, None)
+    read(runtime_dir, None, None)
 }
 
-fn read<'a>(runtime_dir: &Path, guard: Option<LockGuard<'a>>) -> Result<LockedBacklog<'a>, Error> {
+fn read<'a>(
+    runtime_dir: &Path,
+    guard: Option<LockGuard<'a>>,
+    known: Option<&KnownBacklog>,
+) -> Result<LockedBacklog<'a>, Error> {
     let path = runtime_dir.join(BACKLOG_FILE);
     let original = match std::fs::read_to_string(&path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(Error::storage("read", &path, &e)),
     };
-    let rows = match &original {
-        None => Ok(Vec::new()),
-        Some(text) => parse_rows(text),
-    };
-    Ok(LockedBacklog {
+    let mut backlog = LockedBacklog {
         path,
-        _guard: guard,
-        original,
-        rows,
-    })
+        guard,
+        original: None,
+        rows: Ok(Arc::new(Vec::new())),
+        canonical: false,
+        parsed: false,
+    };
+    match (original, known) {
+        (None, _) => {}
+        (Some(text), Some(known)) if *text == *known.text => {
+            backlog.original = Some(Arc::clone(&known.text));
+            backlog.rows = Ok(Arc::clone(&known.rows));
+            backlog.canonical = known.canonical;
+        }
+        (Some(text), _) => {
+            backlog.rows = parse_rows(&text).map(Arc::new);
+            backlog.original = Some(Arc::from(text));
+            backlog.parsed = true;
+        }
+    }
+    Ok(backlog)
 }
 
 fn parse_rows(text: &str) -> Result<Vec<Object>, String> {
@@ -161,6 +198,19 @@ fn row_is_plain_open(row: &Object) -> bool {
 }
 
 impl LockedBacklog<'_> {
+    /// What this read leaves known of the file, for the next read to reuse (`None` for a
+    /// missing or unusable file).
+    fn known(&self) -> Option<KnownBacklog> {
+        match (&self.original, &self.rows) {
+            (Some(text), Ok(rows)) => Some(KnownBacklog {
+                text: Arc::clone(text),
+                rows: Arc::clone(rows),
+                canonical: self.canonical,
+            }),
+            _ => None,
+        }
+    }
+
     /// Why the file cannot be reconciled, if it cannot.
     pub(crate) fn problem(&self) -> Option<String> {
         self.rows
@@ -198,15 +248,30 @@ impl LockedBacklog<'_> {
     }
 
     /// Rewrites the file with the projection of the store's tasks when it differs from what
-    /// is on disk, and says whether it wrote. Does nothing for an unusable file.
+    /// is on disk, and returns what the file holds afterwards. Does nothing for an unusable
+    /// file (`None`).
     pub(crate) fn reconcile(
         &self,
         index: &Index,
         load: impl FnMut(usize) -> Result<Task, Error>,
-    ) -> Result<bool, Error> {
-        match self.projection(index, load)? {
-            Some(text) => fsio::write_atomic(&self.path, text.as_bytes()).map(|()| true),
-            None => Ok(false),
+    ) -> Result<Option<KnownBacklog>, Error> {
+        let Some(projection) = self.projection(index, load)? else {
+            return Ok(None);
+        };
+        match projection.text {
+            Some(text) => {
+                fsio::write_atomic(&self.path, text.as_bytes())?;
+                Ok(Some(KnownBacklog {
+                    text: Arc::from(text),
+                    rows: projection.rows,
+                    canonical: true,
+                }))
+            }
+            None => Ok(self.known().map(|known| KnownBacklog {
+                rows: projection.rows,
+                canonical: true,
+                ..known
+            })),
         }
     }
 
@@ -233,57 +298,108 @@ impl LockedBacklog<'_> {
             .collect()
     }
 
-    /// The file text the projection of the store's tasks (`index`, creation order) calls for,
-    /// or `None` when the file already holds it (or cannot be used). A row whose status and
-    /// version match the task's index entry is kept as it is; `load` reads back the task at an
-    /// index slot for every other row to project, so only tasks that changed since the last
-    /// projection cost a read.
+    /// The projection of the store's tasks (`index`, creation order) onto the file: its rows,
+    /// and the text to write unless the file already holds it; `None` when the file cannot be
+    /// used. A row whose status and version match the task's index entry is kept as it is;
+    /// `load` reads back the task at an index slot for every other row to project, so only
+    /// tasks that changed since the last projection cost a read. When every row is kept and
+    /// the file is known to be their rendering, nothing is rendered at all.
     pub(crate) fn projection(
         &self,
         index: &Index,
         mut load: impl FnMut(usize) -> Result<Task, Error>,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<Projection>, Error> {
         let Ok(rows) = &self.rows else {
             return Ok(None);
         };
-        let mut out: Vec<Value> = Vec::new();
-        let mut seen = HashSet::new();
-        for row in rows {
+        let mut actions = Vec::with_capacity(rows.len());
+        let mut seen = HashSet::with_capacity(rows.len());
+        for row in rows.iter() {
             let Some(slot) = row_id(row).and_then(|id| index.slot(&id)) else {
-                out.push(Value::Object(row.clone()));
+                actions.push(RowAction::Keep);
                 continue;
             };
             seen.insert(slot);
             let status = index.status_at(slot);
             if status == TaskStatus::Open && !row_is_plain_open(row) {
-                out.push(Value::Object(row.clone()));
+                actions.push(RowAction::Keep);
                 continue;
             }
-            let Some(projected_status) = projected_status(status) else {
-                continue;
-            };
-            if row_is_current(row, projected_status, index.version_at(slot)) {
-                out.push(Value::Object(row.clone()));
-            } else if let Some(projected) = project(&load(slot)?) {
-                out.push(Value::Object(projected));
-            }
+            actions.push(match projected_status(status) {
+                None => RowAction::Drop,
+                Some(projected) if row_is_current(row, projected, index.version_at(slot)) => {
+                    RowAction::Keep
+                }
+                Some(_) => RowAction::Project(slot),
+            });
         }
-        for slot in 0..index.len() {
-            if !seen.contains(&slot)
-                && projected_status(index.status_at(slot)).is_some()
-                && let Some(projected) = project(&load(slot)?)
-            {
-                out.push(Value::Object(projected));
-            }
-        }
-        let text = render_indent2(&Value::Array(out));
-        if self.original.as_deref() == Some(text.as_str())
-            || (self.original.is_none() && text == "[]")
+        let missing: Vec<usize> = (0..index.len())
+            .filter(|slot| {
+                !seen.contains(slot) && projected_status(index.status_at(*slot)).is_some()
+            })
+            .collect();
+        if missing.is_empty()
+            && actions
+                .iter()
+                .all(|action| matches!(action, RowAction::Keep))
         {
-            return Ok(None);
+            let current = self.canonical || self.original.is_none() && rows.is_empty();
+            let text = (!current)
+                .then(|| render_rows(rows))
+                .filter(|text| !self.holds(text));
+            return Ok(Some(Projection {
+                rows: Arc::clone(rows),
+                text,
+            }));
         }
-        Ok(Some(text))
+        let mut out = Vec::with_capacity(rows.len() + missing.len());
+        for (row, action) in rows.iter().zip(actions) {
+            match action {
+                RowAction::Keep => out.push(row.clone()),
+                RowAction::Drop => {}
+                RowAction::Project(slot) => out.extend(project(&load(slot)?)),
+            }
+        }
+        for slot in missing {
+            out.extend(project(&load(slot)?));
+        }
+        let text = Some(render_rows(&out)).filter(|text| !self.holds(text));
+        Ok(Some(Projection {
+            rows: Arc::new(out),
+            text,
+        }))
     }
+
+    /// Whether the file already holds `text` (a missing file holds the empty array).
+    fn holds(&self, text: &str) -> bool {
+        match &self.original {
+            Some(original) => **original == *text,
+            None => text == "[]",
+        }
+    }
+}
+
+/// What a projection keeps of one row of the file.
+enum RowAction {
+    /// The row as it is (a foreign row, a claim to adopt, or a current projection).
+    Keep,
+    /// No row: the task is neither claimable nor held.
+    Drop,
+    /// The row rewritten from the task at this index slot.
+    Project(usize),
+}
+
+/// The rows a projection leaves on the file, and the text to write when the file does not
+/// hold it already.
+#[derive(Debug)]
+pub(crate) struct Projection {
+    pub(crate) rows: Arc<Vec<Object>>,
+    pub(crate) text: Option<String>,
+}
+
+/// The file text of `rows`: `json.dumps(rows, indent=2)`.
+pub(crate) fn render_rows(rows: &[Object]) -> String {
+    render_indent2_objects(rows)
 }
 
 /// The row status a task in `status` projects to, or `None` when it has no row.
@@ -402,8 +518,10 @@ pub(crate) struct BacklogTracker {
     looked: bool,
     /// Whether this process changed tasks since it last brought the file in step.
     behind: bool,
-    /// Times this process read and parsed the file (a probe for tests and benchmarks).
+    /// Times this process parsed the file (a probe for tests and benchmarks).
     reads: u64,
+    /// The file's text as this process last read or wrote it, with its rows.
+    known: Option<KnownBacklog>,
 }
 
 /// Claims found on a backlog file that changed, to adopt in the current transaction.
@@ -450,8 +568,7 @@ impl BacklogTracker {
                 noted: true,
             }));
         }
-        self.reads += 1;
-        let backlog = lock_and_read(runtime_dir, lock)?;
+        let backlog = self.read_locked(runtime_dir, lock)?;
         // Stamped under the lock, after the read: a write after this is seen next time.
         let stamp = stamp_of(&path)?;
         Ok(Some(ChangedBacklog {
@@ -482,9 +599,25 @@ impl BacklogTracker {
         self.looked = true;
     }
 
-    /// How many times this process read and parsed the backlog file.
+    /// How many times this process parsed the backlog file (a read that finds the text it
+    /// last read or wrote reuses its rows and is not counted).
     pub(crate) fn reads(&self) -> u64 {
         self.reads
+    }
+
+    /// Takes the backlog lock and reads the file, reusing the known rows when its text is
+    /// unchanged, and remembers what it read.
+    fn read_locked<'a>(
+        &mut self,
+        runtime_dir: &Path,
+        lock: &'a LockFile,
+    ) -> Result<LockedBacklog<'a>, Error> {
+        let backlog = lock_and_read(runtime_dir, lock, self.known.as_ref())?;
+        if backlog.parsed {
+            self.reads += 1;
+        }
+        self.known = backlog.known();
+        Ok(backlog)
     }
 
     /// Records that tasks changed, so the file may be behind the log.
@@ -506,8 +639,20 @@ impl BacklogTracker {
         index: &Index,
         load: impl FnMut(usize) -> Result<Task, Error>,
     ) -> Result<(), Error> {
-        self.reads += 1;
-        let backlog = lock_and_read(runtime_dir, lock)?;
+        self.sync_and_hold(runtime_dir, lock, index, load).map(drop)
+    }
+
+    /// [`BacklogTracker::sync`], keeping the backlog lock: the returned [`HeldBacklog`] holds
+    /// it and the rows now on the file, for a claim to choose from and
+    /// [`BacklogTracker::write_held`] to write back before anyone else can change the file.
+    pub(crate) fn sync_and_hold<'a>(
+        &mut self,
+        runtime_dir: &Path,
+        lock: &'a LockFile,
+        index: &Index,
+        load: impl FnMut(usize) -> Result<Task, Error>,
+    ) -> Result<HeldBacklog<'a>, Error> {
+        let mut backlog = self.read_locked(runtime_dir, lock)?;
         // A claim made on the file since the last adoption is kept in place by the projection;
         // forget the stamp so the next mutation reads the file again and adopts it.
         let unadopted = !backlog
@@ -521,7 +666,11 @@ impl BacklogTracker {
                 message: format!("left unchanged because it cannot be read: {problem}"),
             });
         }
-        backlog.reconcile(index, load)?;
+        let now_on_file = backlog.reconcile(index, load)?;
+        let rows = now_on_file
+            .as_ref()
+            .map_or_else(|| Arc::new(Vec::new()), |known| Arc::clone(&known.rows));
+        self.known = now_on_file;
         self.seen = stamp_of(&backlog.path)?;
         self.looked = true;
         if unadopted {
@@ -531,8 +680,41 @@ impl BacklogTracker {
             note_adopted(runtime_dir, stamp);
         }
         self.behind = false;
+        Ok(HeldBacklog {
+            _guard: backlog.guard.take(),
+            path: backlog.path.clone(),
+            rows,
+        })
+    }
+
+    /// Writes `rows` (already normalised: `BacklogEntry.to_dict()` objects) over the held
+    /// file, as `json.dumps(rows, indent=2)` through a temporary file, fsync and rename, and
+    /// remembers the text, then releases the lock. The stamp the adopted note and `seen` keep
+    /// is left as it was, so the next mutation reads the new file (reusing these rows) and
+    /// adopts a claim written here.
+    pub(crate) fn write_held(
+        &mut self,
+        held: HeldBacklog<'_>,
+        rows: Vec<Object>,
+    ) -> Result<(), Error> {
+        let text = render_rows(&rows);
+        fsio::write_atomic(&held.path, text.as_bytes())?;
+        self.known = Some(KnownBacklog {
+            text: Arc::from(text),
+            rows: Arc::new(rows),
+            canonical: true,
+        });
         Ok(())
     }
+}
+
+/// The backlog file in step with the task log, its lock held until this drops.
+#[derive(Debug)]
+pub(crate) struct HeldBacklog<'a> {
+    _guard: Option<LockGuard<'a>>,
+    path: PathBuf,
+    /// The rows on the file.
+    pub(crate) rows: Arc<Vec<Object>>,
 }
 
 /// The backlog row of `task`, or `None` when the task is neither claimable nor held.
@@ -606,7 +788,7 @@ mod tests {
             std::fs::write(dir.path().join(BACKLOG_FILE), text).unwrap();
         }
         let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
-        let backlog = lock_and_read(dir.path(), &lock).unwrap();
+        let backlog = lock_and_read(dir.path(), &lock, None).unwrap();
         let claims = backlog.claims_to_adopt(|id| {
             tasks
                 .iter()
@@ -668,7 +850,7 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             std::fs::write(dir.path().join(BACKLOG_FILE), bad).unwrap();
             let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
-            let backlog = lock_and_read(dir.path(), &lock).unwrap();
+            let backlog = lock_and_read(dir.path(), &lock, None).unwrap();
             assert!(backlog.problem().is_some(), "{bad}");
             let tasks = [task("t-open", TaskStatus::Open)];
             backlog

@@ -117,6 +117,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bernstein_journal::audit::AuditChain;
 use bernstein_journal::key::AuditKey;
+use bernstein_protocol::pyjson::Object;
 use ring::rand::SystemRandom;
 
 pub use evidence::{EvidenceFailure, EvidenceGap};
@@ -592,6 +593,70 @@ impl EmbeddedStore {
             });
         }
         let outcome = claim();
+        if outcome.is_ok()
+            && let Err(e) = self.commit(&mut log, |_, _| Ok(()), |()| None)
+        {
+            self.record_failures(vec![EvidenceFailure {
+                target: "backlog claim adoption".to_owned(),
+                task_id: String::new(),
+                message: e.to_string(),
+            }]);
+        }
+        Ok(outcome)
+    }
+
+    /// Runs `claim` on the rows of `.sdd/runtime/task-backlog.json` under the store lock and
+    /// the backlog lock, with the file brought in step with the task log first (as
+    /// [`Self::claim_through_backlog`] does), and writes back the rows `claim` returns for a
+    /// grant (normalised `BacklogEntry.to_dict()` objects, written as `json.dumps(rows,
+    /// indent=2)`) before the lock is released. The store then adopts the claim, so the task
+    /// log holds it before the caller answers.
+    ///
+    /// Unlike [`Self::claim_through_backlog`], the claim reads no file: it gets the rows the
+    /// store already holds, so a claim parses the backlog at most once, and not at all when
+    /// the file is as this process last left it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when the backlog cannot be brought in step (then `claim` does not
+    /// run) or the claimed rows cannot be written (then the claim is not adopted), and the
+    /// store's errors.
+    pub fn claim_on_backlog<T, E>(
+        &self,
+        claim: impl FnOnce(&[Object]) -> Result<(T, Option<Vec<Object>>), E>,
+    ) -> Result<Result<T, E>, Error> {
+        let mut log = lock_mutex(&self.inner.log);
+        let _guard = self.inner.lock.exclusive()?;
+        log.catch_up()?;
+        self.settle_owed(&mut log);
+        self.commit(&mut log, |_, _| Ok(()), |()| None)?;
+        let inner = &*self.inner;
+        let outcome = {
+            let mut tracker = lock_mutex(&inner.backlog);
+            let synced = {
+                let log = &*log;
+                tracker.sync_and_hold(&inner.runtime, &inner.backlog_lock, log.index(), |slot| {
+                    log.load_slot(slot, false).map(|stored| stored.task)
+                })
+            };
+            let held = synced.map_err(|e| Error::Storage {
+                operation: "bring the claimable backlog in step with the task log in",
+                path: inner.runtime.join(BACKLOG_FILE),
+                kind: std::io::ErrorKind::Other,
+                message: format!(
+                    "the backlog could not be rewritten, so no claim is granted from it: {e}"
+                ),
+            })?;
+            let rows = Arc::clone(&held.rows);
+            match claim(&rows) {
+                Ok((value, Some(claimed))) => {
+                    tracker.write_held(held, claimed)?;
+                    Ok(value)
+                }
+                Ok((value, None)) => Ok(value),
+                Err(e) => Err(e),
+            }
+        };
         if outcome.is_ok()
             && let Err(e) = self.commit(&mut log, |_, _| Ok(()), |()| None)
         {

@@ -264,3 +264,88 @@ proptest! {
         prop_assert_eq!(String::from_utf8_lossy(&projected).matches("\"status\": \"open\"").count(), open_rows);
     }
 }
+
+/// A claim the way `bernstein_claim` makes it on the embedded store: on the rows the store
+/// holds, written back by the store.
+fn claim_on_rows(
+    store: &EmbeddedStore,
+    dir: &Path,
+    claimer: &str,
+) -> bernstein_journal::claim::ClaimOutcome {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_on_entries, entries_from_rows,
+    };
+    let request = BacklogClaim::new(claimer, ClaimFilter::default());
+    store
+        .claim_on_backlog(|rows| {
+            let entries = entries_from_rows(rows, "task-backlog.json")?;
+            let outcome = claim_on_entries(dir, test_key(), &request, &entries, ClaimTime::now())?;
+            let claimed = outcome.granted().then(|| outcome.normalised_rows.clone());
+            Ok::<_, bernstein_journal::Error>((outcome, claimed))
+        })
+        .unwrap()
+        .unwrap()
+}
+
+/// Issue 13, the claim's cost: a claim used to read and parse the whole backlog file four
+/// times (the adoption check, the projection, the claim itself and the adoption after it),
+/// each time in full, so a claim cost what the open backlog costs several times over. The
+/// store now keeps the text and rows it last read or wrote, and a read that finds the same
+/// bytes reuses them: claims on a backlog only this store wrote parse nothing. A claim made on
+/// the file by someone else changes its bytes, is parsed once, adopted, and never granted
+/// again.
+#[test]
+fn claims_parse_the_backlog_only_when_someone_else_changed_it() {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_in_project,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    for n in 0..30 {
+        store.create_task(request(&format!("t{n}"))).unwrap();
+    }
+    assert!(claim_on_rows(&store, dir.path(), "first").granted());
+    let reads = store.backlog_reads();
+    let mut granted = Vec::new();
+    for n in 0..4 {
+        store.create_task(request(&format!("more {n}"))).unwrap();
+        let outcome = claim_on_rows(&store, dir.path(), "worker");
+        let id = TaskId::parse(&outcome.receipt.task_id).unwrap();
+        assert_eq!(store.get_task(&id).unwrap().status, TaskStatus::Claimed);
+        store.complete_task(&id, "done").unwrap();
+        granted.push(id);
+    }
+    assert_eq!(
+        store.backlog_reads(),
+        reads,
+        "a claim parsed a backlog this store had written itself"
+    );
+
+    let outside = claim_in_project(
+        dir.path(),
+        test_key(),
+        &BacklogClaim::new("outsider", ClaimFilter::default()),
+        ClaimTime::now(),
+    )
+    .unwrap();
+    let taken = TaskId::parse(&outside.receipt.task_id).unwrap();
+    let next = claim_on_rows(&store, dir.path(), "worker");
+    assert!(next.granted());
+    assert_ne!(
+        next.receipt.task_id,
+        taken.as_str(),
+        "a task claimed on the file was granted again"
+    );
+    assert_eq!(store.backlog_reads(), reads + 1);
+    let adopted = store.get_task(&taken).unwrap();
+    assert_eq!(adopted.claimed_by.as_deref(), Some("outsider"));
+
+    // What the store leaves behind is exactly what a fresh store projects from the task log.
+    drop(store);
+    let path = runtime(dir.path()).join("task-backlog.json");
+    let left = std::fs::read_to_string(&path).unwrap();
+    let fresh = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    fresh.sync_backlog().unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), left);
+    assert!(left.contains(next.receipt.task_id.as_str()), "{left}");
+}
