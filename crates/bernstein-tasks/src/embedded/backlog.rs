@@ -106,6 +106,12 @@ pub(crate) struct KnownBacklog {
     canonical: bool,
 }
 
+/// The largest backlog text whose rows a store keeps between operations (about 3,500 rows).
+/// Beyond it every read parses the file again: a claim then parses it twice (the projection
+/// and the adoption after the claim) instead of not at all, and the store's memory stays
+/// bounded by its index rather than growing with the open backlog.
+pub(crate) const KNOWN_BACKLOG_MAX_BYTES: usize = 1 << 20;
+
 /// Takes the backlog lock and reads the file, reusing `known`'s rows when the file holds
 /// exactly its text.
 pub(crate) fn lock_and_read<'a>(
@@ -605,6 +611,12 @@ impl BacklogTracker {
         self.reads
     }
 
+    /// Keeps `known` for the next read, unless its text is over [`KNOWN_BACKLOG_MAX_BYTES`]:
+    /// the parsed rows of a larger backlog would hold more memory than the store's index.
+    fn remember(&mut self, known: Option<KnownBacklog>) {
+        self.known = known.filter(|known| known.text.len() <= KNOWN_BACKLOG_MAX_BYTES);
+    }
+
     /// Takes the backlog lock and reads the file, reusing the known rows when its text is
     /// unchanged, and remembers what it read.
     fn read_locked<'a>(
@@ -616,7 +628,7 @@ impl BacklogTracker {
         if backlog.parsed {
             self.reads += 1;
         }
-        self.known = backlog.known();
+        self.remember(backlog.known());
         Ok(backlog)
     }
 
@@ -670,7 +682,7 @@ impl BacklogTracker {
         let rows = now_on_file
             .as_ref()
             .map_or_else(|| Arc::new(Vec::new()), |known| Arc::clone(&known.rows));
-        self.known = now_on_file;
+        self.remember(now_on_file);
         self.seen = stamp_of(&backlog.path)?;
         self.looked = true;
         if unadopted {
@@ -699,11 +711,11 @@ impl BacklogTracker {
     ) -> Result<(), Error> {
         let text = render_rows(&rows);
         fsio::write_atomic(&held.path, text.as_bytes())?;
-        self.known = Some(KnownBacklog {
+        self.remember(Some(KnownBacklog {
             text: Arc::from(text),
             rows: Arc::new(rows),
             canonical: true,
-        });
+        }));
         Ok(())
     }
 }
