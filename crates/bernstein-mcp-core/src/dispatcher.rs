@@ -1328,7 +1328,7 @@ impl Dispatcher {
         let method = request.method.to_owned();
         // The params are shared with the blocking task, not copied: they may be large.
         let params = request.params.clone();
-        let anchored = tokio::task::spawn_blocking(move || {
+        let anchored = bernstein_tasks::blocking::run_blocking(move || {
             let started = std::time::Instant::now();
             let anchored = anchor.anchor(&method, params.as_deref());
             if anchored.is_ok() {
@@ -1337,7 +1337,7 @@ impl Dispatcher {
             anchored
         })
         .await
-        .map_err(|err| Error::AnchorTask(err.to_string()))
+        .map_err(Error::AnchorTask)
         .and_then(|anchored| anchored);
         match anchored {
             Ok(call) => Ok(Some(call)),

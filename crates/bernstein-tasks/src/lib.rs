@@ -20,6 +20,7 @@
 //!   route-by-route client for tools that pass the server's JSON on verbatim.
 
 pub mod backend;
+pub mod blocking;
 pub mod embedded;
 mod error;
 pub mod lifecycle;

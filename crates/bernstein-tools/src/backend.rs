@@ -1086,14 +1086,13 @@ fn administrative_unsupported() -> Error {
 async fn run_blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Error> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle.spawn_blocking(work).await.map_err(|join| {
+    bernstein_tasks::blocking::run_blocking(work)
+        .await
+        .map_err(|lost| {
             Error::Unsupported(format!(
-                "a blocking task store operation did not finish: {join}"
+                "a blocking task store operation did not finish: {lost}"
             ))
-        }),
-        Err(_) => Ok(work()),
-    }
+        })
 }
 
 fn object_answer(value: Value, what: &str) -> Result<Object, Error> {

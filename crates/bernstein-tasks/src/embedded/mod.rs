@@ -997,17 +997,16 @@ async fn blocking<T: Send + 'static>(
     workdir: PathBuf,
     work: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Error> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle.spawn_blocking(work).await.unwrap_or_else(|join| {
+    crate::blocking::run_blocking(work)
+        .await
+        .unwrap_or_else(|lost| {
             Err(Error::Storage {
                 operation: "run a task store operation in",
                 path: workdir,
                 kind: std::io::ErrorKind::Other,
-                message: format!("the blocking task did not finish: {join}"),
+                message: format!("the blocking task did not finish: {lost}"),
             })
-        }),
-        Err(_) => work(),
-    }
+        })
 }
 
 impl TaskBackend for EmbeddedStore {
