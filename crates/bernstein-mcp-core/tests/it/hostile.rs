@@ -85,6 +85,11 @@ async fn every_shutdown_refusal_is_error_and_hint_and_creates_nothing() {
         ),
         ("symlink loop", json!({"workdir": text(at("loop"))})),
     ];
+    // The served project's task store opens in the background and creates its lock files
+    // under `.sdd/runtime` when it does; a call that needs the store waits for that, so the
+    // snapshot below is not raced by the open (under load the lock files appeared after it
+    // and were counted as created by the refusals).
+    project.call("bernstein_status", json!({})).await;
     let project_before = tree(project.dir.path());
     let scratch_before = tree(&scratch_root);
     for tool in ["bernstein_shutdown_orchestrator", "bernstein_stop"] {
