@@ -295,9 +295,10 @@ pub fn issue_claim_receipt(
 ///   updated backlog is written back (indent 2, unsorted keys, temporary file + rename).
 ///
 /// This reads only the backlog file. Where a task store keeps the file as a projection of its
-/// own log (the embedded store of `bernstein-tasks`), run this through that store
-/// (`EmbeddedStore::claim_through_backlog`), which brings the file in step with the log under
-/// its lock first: a backlog a crash left behind the log would otherwise grant a task twice.
+/// own log (the embedded store of `bernstein-tasks`), claim through that store instead
+/// (`EmbeddedStore::claim_on_backlog` with [`claim_on_entries`]), which brings the file in step
+/// with the log under its lock first: a backlog a crash left behind the log would otherwise
+/// grant a task twice.
 ///
 /// Bad input stops before anything is appended or rewritten: an unsafe claimer id, a backlog
 /// path that resolves outside the project, an unreadable or malformed backlog, or an

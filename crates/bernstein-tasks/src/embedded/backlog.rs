@@ -13,7 +13,7 @@
 //!    through a receipt is never claimed again through the store. A file another store process
 //!    left with every claim on it adopted is not read at all ([`ADOPTED_NOTE_FILE`]).
 //! 2. **Project**, only when a reader needs the file current: before a claim on it
-//!    ([`super::EmbeddedStore::claim_through_backlog`]), on [`super::EmbeddedStore::sync_backlog`],
+//!    ([`super::EmbeddedStore::claim_on_backlog`]), on [`super::EmbeddedStore::sync_backlog`],
 //!    and when the last handle of a store that changed tasks is dropped (best effort). Rows of
 //!    store tasks are rewritten from the store (an `open` task as an `open` row, a
 //!    `claimed`/`in_progress` task as an `in_progress` row naming its claimer; any other status

@@ -67,9 +67,8 @@
 //! because the operation did happen; it stays owed, and [`verify_task_log`] (run by
 //! `bernstein-mcp verify`) lists every gap with its file, line and kind.
 //!
-//! The backlog is never trusted for a claim: [`EmbeddedStore::claim_through_backlog`] brings it
-//! in step under the store lock before a claim on the file, and refuses the claim when it
-//! cannot.
+//! The backlog is never trusted for a claim: [`EmbeddedStore::claim_on_backlog`] brings it in
+//! step under the store lock before a claim on the file, and refuses the claim when it cannot.
 //!
 //! Crash tests stop a mutation at a [`CrashPoint`] (steps 5, 6 and 7 above).
 //!
@@ -562,59 +561,17 @@ impl EmbeddedStore {
         self.sync_backlog_locked(&mut log)
     }
 
-    /// Runs `claim` (a claim on the backlog file, such as `bernstein-journal`'s
-    /// `claim_in_project`) under the store lock, with the backlog brought in step with the task
-    /// log first, so a claim is never granted from a stale backlog (one a crash left behind the
-    /// log, or an older copy put back). When the backlog cannot be brought in step, `claim` does
-    /// not run and the error says why. After a granted claim the store adopts it at once, so the
-    /// task log (the truth) holds it before the caller answers.
-    ///
-    /// `claim` must take the backlog lock itself; the store releases it before calling.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] when the backlog cannot be read or rewritten, and the store's errors.
-    pub fn claim_through_backlog<T, E>(
-        &self,
-        claim: impl FnOnce() -> Result<T, E>,
-    ) -> Result<Result<T, E>, Error> {
-        let mut log = lock_mutex(&self.inner.log);
-        let _guard = self.inner.lock.exclusive()?;
-        log.catch_up()?;
-        self.settle_owed(&mut log);
-        if let Err(e) = self.sync_backlog_locked(&mut log) {
-            return Err(Error::Storage {
-                operation: "bring the claimable backlog in step with the task log in",
-                path: self.inner.runtime.join(BACKLOG_FILE),
-                kind: std::io::ErrorKind::Other,
-                message: format!(
-                    "the backlog could not be rewritten, so no claim is granted from it: {e}"
-                ),
-            });
-        }
-        let outcome = claim();
-        if outcome.is_ok()
-            && let Err(e) = self.commit(&mut log, |_, _| Ok(()), |()| None)
-        {
-            self.record_failures(vec![EvidenceFailure {
-                target: "backlog claim adoption".to_owned(),
-                task_id: String::new(),
-                message: e.to_string(),
-            }]);
-        }
-        Ok(outcome)
-    }
-
     /// Runs `claim` on the rows of `.sdd/runtime/task-backlog.json` under the store lock and
-    /// the backlog lock, with the file brought in step with the task log first (as
-    /// [`Self::claim_through_backlog`] does), and writes back the rows `claim` returns for a
-    /// grant (normalised `BacklogEntry.to_dict()` objects, written as `json.dumps(rows,
-    /// indent=2)`) before the lock is released. The store then adopts the claim, so the task
-    /// log holds it before the caller answers.
+    /// the backlog lock, with the file brought in step with the task log first, so a claim is
+    /// never granted from a stale backlog (one a crash left behind the log, or an older copy
+    /// put back), and writes back the rows `claim` returns for a grant (normalised
+    /// `BacklogEntry.to_dict()` objects, written as `json.dumps(rows, indent=2)`) before the
+    /// lock is released. The store then adopts the claim, so the task log (the truth) holds it
+    /// before the caller answers. `claim` is `bernstein-journal`'s `claim_on_entries` over the
+    /// rows, say.
     ///
-    /// Unlike [`Self::claim_through_backlog`], the claim reads no file: it gets the rows the
-    /// store already holds, so a claim parses the backlog at most once, and not at all when
-    /// the file is as this process last left it.
+    /// The claim reads no file: it gets the rows the store already holds, so a claim parses
+    /// the backlog at most once, and not at all when the file is as this process last left it.
     ///
     /// # Errors
     ///

@@ -12,7 +12,7 @@ use bernstein_tasks::backend::{ClaimRequest, ListQuery, PlanStatus};
 use bernstein_tasks::embedded::{CrashPoint, EmbeddedStore, verify_task_log};
 use bernstein_tasks::{Error, TaskId, TaskStatus};
 
-use crate::embedded::{project, runtime, test_key};
+use crate::embedded::{claim_on_rows, outsider_claim, project, runtime, test_key};
 use crate::suite::request;
 
 fn log_path(dir: &Path) -> std::path::PathBuf {
@@ -372,9 +372,6 @@ fn a_keyless_store_leaves_owed_audit_events_for_a_keyed_one() {
 /// the backlog file through the store is refused; the task is never granted again.
 #[test]
 fn a_crash_before_the_backlog_rewrite_never_grants_the_task_again() {
-    use bernstein_journal::claim::{
-        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_in_project,
-    };
     let (dir, store) = project();
     let task = store.create_task(request("t")).unwrap();
     store.sync_backlog().unwrap();
@@ -384,13 +381,7 @@ fn a_crash_before_the_backlog_rewrite_never_grants_the_task_again() {
     let backlog = std::fs::read_to_string(runtime(dir.path()).join("task-backlog.json")).unwrap();
     assert!(backlog.contains(task.id.as_str()), "{backlog}");
 
-    let claim = BacklogClaim::new("worker", ClaimFilter::default());
-    let outcome = store
-        .claim_through_backlog(|| {
-            claim_in_project(dir.path(), test_key(), &claim, ClaimTime::now())
-        })
-        .unwrap()
-        .unwrap();
+    let outcome = claim_on_rows(&store, dir.path(), "worker");
     assert!(!outcome.granted(), "{:?}", outcome.receipt);
     assert_eq!(store.get_task(&task.id).unwrap().status, TaskStatus::Failed);
 }
@@ -401,23 +392,13 @@ fn a_crash_before_the_backlog_rewrite_never_grants_the_task_again() {
 /// reference's receipt route) changes it past the note, and is read and adopted.
 #[test]
 fn a_backlog_another_store_adopted_is_not_parsed_again() {
-    use bernstein_journal::claim::{
-        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_in_project,
-    };
     let (dir, first) = project();
     let second = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
     for n in 0..20 {
         first.create_task(request(&format!("t{n}"))).unwrap();
     }
     second.create_task(request("seen")).unwrap();
-    let claim = BacklogClaim::new("worker", ClaimFilter::default());
-    let granted = first
-        .claim_through_backlog(|| {
-            claim_in_project(dir.path(), test_key(), &claim, ClaimTime::now())
-        })
-        .unwrap()
-        .unwrap();
-    assert!(granted.granted());
+    assert!(claim_on_rows(&first, dir.path(), "worker").granted());
 
     let before = second.backlog_reads();
     for n in 0..3 {
@@ -429,17 +410,7 @@ fn a_backlog_another_store_adopted_is_not_parsed_again() {
         "the second store parsed a backlog the first had already adopted"
     );
 
-    let outside = claim_in_project(
-        dir.path(),
-        test_key(),
-        &BacklogClaim::new("outsider", ClaimFilter::default()),
-        ClaimTime::now(),
-    )
-    .unwrap();
-    let row = &outside.rows[outside
-        .claimed_index
-        .expect("the outside claim was granted")];
-    let id = TaskId::parse(&row.id).unwrap();
+    let id = outsider_claim(dir.path());
     second.create_task(request("later")).unwrap();
     assert_eq!(second.backlog_reads(), before + 1);
     let adopted = second.get_task(&id).unwrap();

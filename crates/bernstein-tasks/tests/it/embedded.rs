@@ -27,6 +27,44 @@ pub(crate) fn project() -> (tempfile::TempDir, EmbeddedStore) {
     (dir, store)
 }
 
+/// A claim the way `bernstein_claim` makes it on the embedded store: on the rows the store
+/// holds, written back by the store.
+pub(crate) fn claim_on_rows(
+    store: &EmbeddedStore,
+    dir: &Path,
+    claimer: &str,
+) -> bernstein_journal::claim::ClaimOutcome {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_on_entries, entries_from_rows,
+    };
+    let request = BacklogClaim::new(claimer, ClaimFilter::default());
+    store
+        .claim_on_backlog(|rows| {
+            let entries = entries_from_rows(rows, "task-backlog.json")?;
+            let outcome = claim_on_entries(dir, test_key(), &request, &entries, ClaimTime::now())?;
+            let claimed = outcome.granted().then(|| outcome.normalised_rows.clone());
+            Ok::<_, bernstein_journal::Error>((outcome, claimed))
+        })
+        .unwrap()
+        .unwrap()
+}
+
+/// A claim made on the backlog file by someone other than a store (the reference's receipt
+/// route, as `claim_in_project` does it): granted, it names the task it took.
+pub(crate) fn outsider_claim(dir: &Path) -> TaskId {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_in_project,
+    };
+    let outside = claim_in_project(
+        dir,
+        test_key(),
+        &BacklogClaim::new("outsider", ClaimFilter::default()),
+        ClaimTime::now(),
+    )
+    .unwrap();
+    TaskId::parse(&outside.receipt.task_id).expect("the outside claim was granted")
+}
+
 pub(crate) fn runtime(dir: &Path) -> PathBuf {
     dir.join(".sdd").join("runtime")
 }

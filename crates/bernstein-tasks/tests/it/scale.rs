@@ -10,7 +10,7 @@ use bernstein_tasks::embedded::{EmbeddedStore, MAX_LINE_BYTES};
 use bernstein_tasks::{Error, NewTask, TaskId, TaskStatus};
 use proptest::prelude::*;
 
-use crate::embedded::{runtime, test_key};
+use crate::embedded::{claim_on_rows, outsider_claim, runtime, test_key};
 use crate::suite::request;
 
 fn log_len(dir: &Path) -> u64 {
@@ -265,28 +265,6 @@ proptest! {
     }
 }
 
-/// A claim the way `bernstein_claim` makes it on the embedded store: on the rows the store
-/// holds, written back by the store.
-fn claim_on_rows(
-    store: &EmbeddedStore,
-    dir: &Path,
-    claimer: &str,
-) -> bernstein_journal::claim::ClaimOutcome {
-    use bernstein_journal::claim::{
-        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_on_entries, entries_from_rows,
-    };
-    let request = BacklogClaim::new(claimer, ClaimFilter::default());
-    store
-        .claim_on_backlog(|rows| {
-            let entries = entries_from_rows(rows, "task-backlog.json")?;
-            let outcome = claim_on_entries(dir, test_key(), &request, &entries, ClaimTime::now())?;
-            let claimed = outcome.granted().then(|| outcome.normalised_rows.clone());
-            Ok::<_, bernstein_journal::Error>((outcome, claimed))
-        })
-        .unwrap()
-        .unwrap()
-}
-
 /// Issue 13, the claim's cost: a claim used to read and parse the whole backlog file four
 /// times (the adoption check, the projection, the claim itself and the adoption after it),
 /// each time in full, so a claim cost what the open backlog costs several times over. The
@@ -296,9 +274,6 @@ fn claim_on_rows(
 /// again.
 #[test]
 fn claims_parse_the_backlog_only_when_someone_else_changed_it() {
-    use bernstein_journal::claim::{
-        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_in_project,
-    };
     let dir = tempfile::tempdir().unwrap();
     let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
     for n in 0..30 {
@@ -321,14 +296,7 @@ fn claims_parse_the_backlog_only_when_someone_else_changed_it() {
         "a claim parsed a backlog this store had written itself"
     );
 
-    let outside = claim_in_project(
-        dir.path(),
-        test_key(),
-        &BacklogClaim::new("outsider", ClaimFilter::default()),
-        ClaimTime::now(),
-    )
-    .unwrap();
-    let taken = TaskId::parse(&outside.receipt.task_id).unwrap();
+    let taken = outsider_claim(dir.path());
     let next = claim_on_rows(&store, dir.path(), "worker");
     assert!(next.granted());
     assert_ne!(
@@ -348,4 +316,24 @@ fn claims_parse_the_backlog_only_when_someone_else_changed_it() {
     fresh.sync_backlog().unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), left);
     assert!(left.contains(next.receipt.task_id.as_str()), "{left}");
+}
+
+/// A backlog over the kept-rows cap (1 MiB, about 3,500 rows) is not kept between operations:
+/// each claim parses it, twice (the projection, and the adoption after the write), instead of
+/// holding a copy of every open row beside the index.
+#[test]
+fn a_backlog_over_the_cap_is_parsed_again_and_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    store
+        .create_tasks((0..4_000).map(|n| request(&format!("t{n}"))).collect())
+        .unwrap();
+    assert!(claim_on_rows(&store, dir.path(), "first").granted());
+    let size = std::fs::metadata(runtime(dir.path()).join("task-backlog.json"))
+        .unwrap()
+        .len();
+    assert!(size > 1 << 20, "the backlog is only {size} bytes");
+    let reads = store.backlog_reads();
+    assert!(claim_on_rows(&store, dir.path(), "second").granted());
+    assert_eq!(store.backlog_reads(), reads + 2);
 }
