@@ -22,8 +22,9 @@
 //! Flags of the full run and of its parts: `--calls N`, `--status-calls N` (stdio),
 //! `--http-requests N`, `--http-seconds S` (per load, all rounds together), `--no-docs`, and
 //! `--baseline-binary PATH`: another build of `bernstein-mcp` (an earlier commit's release
-//! binary, say) whose `audit verify` the `verify` part times on the same chain, interleaved with
-//! ours round by round, so a change to the verifier is measured side by side in one run.
+//! binary, say) that the `stdio` part measures like ours in every round (`bernstein_run_status`
+//! and `bernstein_status`, meter on) and whose `audit verify` the `verify` part times on the same
+//! chain, interleaved with ours round by round, so a change is measured side by side in one run.
 
 use std::path::{Path, PathBuf};
 
@@ -248,6 +249,7 @@ fn run_parts(
                     &dir,
                     python,
                     binaries,
+                    options.baseline.as_deref(),
                     options.counts,
                 )?);
             }

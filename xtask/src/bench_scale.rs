@@ -83,6 +83,10 @@ struct Options {
     /// for the claimable backlog.
     open: Option<usize>,
     write_docs: bool,
+    /// With `--baseline-binary PATH`, another build of `bernstein-mcp` whose claims and
+    /// completions are timed against ours at each size, the two alternating pair by pair on
+    /// the same project.
+    baseline: Option<PathBuf>,
 }
 
 impl Options {
@@ -93,9 +97,10 @@ impl Options {
             seconds: DEFAULT_SECONDS,
             open: None,
             write_docs: true,
+            baseline: None,
         };
         let usage = "usage: cargo xtask bench scale [--sizes 1000,10000,100000] [--calls N] \
-                     [--seconds S] [--open N] [--no-docs]";
+                     [--seconds S] [--open N] [--baseline-binary PATH] [--no-docs]";
         let mut args = args.iter();
         while let Some(flag) = args.next() {
             if flag == "--no-docs" {
@@ -121,6 +126,7 @@ impl Options {
                 "--calls" => options.calls = positive(value)?,
                 "--seconds" => options.seconds = positive(value)? as u64,
                 "--open" => options.open = Some(positive(value)?),
+                "--baseline-binary" => options.baseline = Some(PathBuf::from(value)),
                 other => bail!("unknown argument {other:?}; {usage}"),
             }
         }
@@ -166,6 +172,17 @@ struct SizeResult {
     /// Per tool, in [`TOOLS`] order: one process, two processes alternating.
     one: Vec<Timing>,
     two: Vec<Timing>,
+    /// With a baseline build: claim and complete, ours then the baseline's, alternating.
+    side_by_side: Option<SideBySide>,
+}
+
+/// Claims and completions of our build and a baseline build on one project, pair by pair.
+#[derive(Debug, Clone, Default)]
+struct SideBySide {
+    ours_claim: Timing,
+    ours_complete: Timing,
+    baseline_claim: Timing,
+    baseline_complete: Timing,
 }
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
@@ -224,7 +241,19 @@ fn run_in(scratch: &Path, binary: &Path, options: &Options) -> anyhow::Result<()
             key: &key_path,
             log: scratch.join(format!("server-{tasks}.log")),
         };
-        results.push(measure_size(&server, tasks, fill, options)?);
+        let baseline = options.baseline.as_deref().map(|binary| Server {
+            binary,
+            project: &project,
+            key: &key_path,
+            log: scratch.join(format!("baseline-{tasks}.log")),
+        });
+        results.push(measure_size(
+            &server,
+            baseline.as_ref(),
+            tasks,
+            fill,
+            options,
+        )?);
         // The projects are large; only one is kept at a time.
         std::fs::remove_dir_all(&project)?;
     }
@@ -337,6 +366,7 @@ impl Server<'_> {
 
 fn measure_size(
     server: &Server<'_>,
+    baseline: Option<&Server<'_>>,
     tasks: usize,
     fill: Duration,
     options: &Options,
@@ -359,6 +389,13 @@ fn measure_size(
     let one_timings = measure_tools(&mut [&mut one], &run_id, options)?;
     let rss_kib = one.rss_kib().context("no VmRSS for the server")?;
     one.finish()?;
+    let side_by_side = match baseline {
+        Some(baseline) => {
+            eprintln!("bench scale: {label}: ours and the baseline build alternating");
+            Some(measure_side_by_side(server, baseline, options)?)
+        }
+        None => None,
+    };
     eprintln!("bench scale: {label}: two processes alternating");
     let mut first = server.start()?;
     let mut second = server.start()?;
@@ -372,7 +409,68 @@ fn measure_size(
         rss_kib,
         one: one_timings,
         two: two_timings,
+        side_by_side,
     })
+}
+
+/// A claim and the completion of what it claimed, on our server and then on the baseline's,
+/// turn by turn on the same project, each pair followed by one untimed `bernstein_run` so the
+/// open backlog keeps its size. Bounded like every series: at most `--calls` pairs per build or
+/// `--seconds`.
+fn measure_side_by_side(
+    ours: &Server<'_>,
+    baseline: &Server<'_>,
+    options: &Options,
+) -> anyhow::Result<SideBySide> {
+    let mut servers = [ours.start()?, baseline.start()?];
+    let mut result = SideBySide::default();
+    let budget = Duration::from_secs(options.seconds);
+    let started = Instant::now();
+    'pairs: while result.baseline_claim.latencies.len() < options.calls
+        && started.elapsed() < budget
+    {
+        for (turn, server) in servers.iter_mut().enumerate() {
+            let call = Instant::now();
+            let answer =
+                server.call_tool("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
+            let claimed = call.elapsed();
+            let receipt = unwrap_result(tool_payload(&answer)?)?;
+            if receipt.get("granted").and_then(Value::as_bool) != Some(true) {
+                eprintln!("bench scale: no open task left to claim; the side-by-side series ends");
+                break 'pairs;
+            }
+            let task_id = receipt
+                .get("taskId")
+                .and_then(Value::as_str)
+                .with_context(|| format!("a granted claim without taskId: {receipt}"))?
+                .to_owned();
+            let call = Instant::now();
+            let answer = server.call_tool(
+                "bernstein_complete",
+                json!({"task_id": task_id, "result_summary": "scale benchmark"}),
+            )?;
+            let completed = call.elapsed();
+            tool_payload(&answer).context("bernstein_complete")?;
+            tool_payload(
+                &server.call_tool("bernstein_run", json!({"goal": "scale benchmark refill"}))?,
+            )?;
+            let (claims, completions) = if turn == 0 {
+                (&mut result.ours_claim, &mut result.ours_complete)
+            } else {
+                (&mut result.baseline_claim, &mut result.baseline_complete)
+            };
+            claims.latencies.push(claimed);
+            completions.latencies.push(completed);
+        }
+    }
+    for server in servers {
+        server.finish()?;
+    }
+    ensure!(
+        !result.baseline_claim.latencies.is_empty(),
+        "no claim was timed side by side"
+    );
+    Ok(result)
 }
 
 /// Times every tool of [`TOOLS`], calling the servers in turn.
@@ -536,6 +634,41 @@ fn render_report(results: &[SizeResult], options: &Options) -> String {
         ));
     }
     out.push_str("* RSS above the fresh project's, per task (target: at most 4 KiB)\n");
+    if results.iter().any(|result| result.side_by_side.is_some()) {
+        out.push_str(
+            "\nside by side with --baseline-binary (one process each, on the same project, \
+             alternating pair by pair)\n\n",
+        );
+        out.push_str(&format!(
+            "{:<22} {:>8} {:>7} {:>12} {:>12} {:>14}\n",
+            "tool", "tasks", "pairs", "ours p50", "base p50", "ours/baseline"
+        ));
+        for result in results {
+            let Some(side) = &result.side_by_side else {
+                continue;
+            };
+            for (tool, ours, base) in [
+                ("bernstein_claim", &side.ours_claim, &side.baseline_claim),
+                (
+                    "bernstein_complete",
+                    &side.ours_complete,
+                    &side.baseline_complete,
+                ),
+            ] {
+                out.push_str(&format!(
+                    "{tool:<22} {:>8} {:>7} {:>12.3} {:>12.3} {:>13.2}x\n",
+                    size_label(result.tasks),
+                    ours.latencies.len(),
+                    ours.percentile_ms(50),
+                    base.percentile_ms(50),
+                    base.percentile_ms(50) / ours.percentile_ms(50),
+                ));
+            }
+        }
+        out.push_str(
+            "(ours/baseline: the baseline's p50 over ours; above 1 means ours is faster)\n",
+        );
+    }
     if let (Some(fresh), Some(largest)) = (fresh, results.last())
         && largest.tasks > 0
     {
@@ -671,7 +804,8 @@ mod tests {
                 calls: 5,
                 seconds: 2,
                 open: Some(7),
-                write_docs: false
+                write_docs: false,
+                baseline: None,
             }
         );
         assert!(parse(&["--open", "0"]).is_err());

@@ -138,6 +138,9 @@ pub(crate) fn print_logs(scratch: &Path) {
 }
 
 /// The two binaries we build: our server and the rmcp baseline.
+/// The row label of the `--baseline-binary` build.
+pub(crate) const BASELINE_LABEL: &str = "baseline";
+
 pub(crate) struct Binaries {
     pub(crate) ours: PathBuf,
     pub(crate) rmcp: PathBuf,
@@ -211,10 +214,13 @@ impl Pipelined {
     }
 }
 
+/// `baseline`, when given, is another build of `bernstein-mcp` measured like ours (meter on) in
+/// every round, between ours and the reference, so a change is measured side by side in one run.
 pub(crate) fn measure_all(
     scratch: &Path,
     python: Option<&Path>,
     binaries: &Binaries,
+    baseline: Option<&Path>,
     counts: CallCounts,
 ) -> anyhow::Result<StdioResults> {
     let key_path = scratch.join("audit.key");
@@ -243,6 +249,7 @@ pub(crate) fn measure_all(
         let round_dir = scratch.join(format!("round-{round}"));
         std::fs::create_dir_all(&round_dir)?;
         let ours = OurServer {
+            name: "ours",
             binary: &binaries.ours,
             key: &key_path,
             scratch: &round_dir,
@@ -250,6 +257,15 @@ pub(crate) fn measure_all(
         let mut measured = Vec::new();
         for meter in [true, false] {
             measured.extend(ours.measure(meter, per_round)?);
+        }
+        if let Some(baseline) = baseline {
+            let baseline = OurServer {
+                name: BASELINE_LABEL,
+                binary: baseline,
+                key: &key_path,
+                scratch: &round_dir,
+            };
+            measured.extend(baseline.measure(true, per_round)?);
         }
         let mut piped = vec![ours.measure_pipelined(per_round.run_status)?];
         if let Some(reference) = &reference {
@@ -379,6 +395,8 @@ fn mean_ms(latencies: &[Duration]) -> f64 {
 
 /// bernstein-mcp on the embedded store.
 struct OurServer<'a> {
+    /// The label of its rows: "ours", or [`BASELINE_LABEL`] for another build.
+    name: &'a str,
     binary: &'a Path,
     key: &'a Path,
     scratch: &'a Path,
@@ -426,11 +444,17 @@ impl OurServer<'_> {
     }
 
     fn measure(&self, meter: bool, counts: CallCounts) -> anyhow::Result<Vec<Row>> {
-        let label = if meter { "ours" } else { "ours (meter off)" };
+        let name = self.name;
+        let label = if meter {
+            name.to_owned()
+        } else {
+            format!("{name} (meter off)")
+        };
+        let label = label.as_str();
         let suffix = if meter { "" } else { "-meter-off" };
-        let log = self.scratch.join(format!("ours{suffix}.log"));
+        let log = self.scratch.join(format!("{name}{suffix}.log"));
 
-        let project = self.fresh_project(&format!("ours-run-status{suffix}"))?;
+        let project = self.fresh_project(&format!("{name}-run-status{suffix}"))?;
         let spawn = || self.command(&project, meter, &log);
         let (mut server, _) = StdioServer::start(spawn()?)?;
         let run_id = create_run_with_journal(&mut server, &project)?;
@@ -446,7 +470,7 @@ impl OurServer<'_> {
             true,
         )?];
 
-        let project = self.fresh_project(&format!("ours-status{suffix}"))?;
+        let project = self.fresh_project(&format!("{name}-status{suffix}"))?;
         let spawn = || self.command(&project, meter, &log);
         let (mut server, _) = StdioServer::start(spawn()?)?;
         create_run(&mut server)?;
@@ -1003,6 +1027,14 @@ pub(crate) fn render_report(rows: &[Row]) -> String {
         let Some(ours) = find("ours", tool) else {
             continue;
         };
+        if let Some(baseline) = find(BASELINE_LABEL, tool) {
+            out.push_str(&format!(
+                "  {tool:<21} ours/baseline calls/s  {:>8.2}x (p50 {:.3} ms against {:.3} ms)\n",
+                ours.calls_per_second() / baseline.calls_per_second(),
+                crate::bench_scale::percentile_ms(&ours.latencies, 50),
+                crate::bench_scale::percentile_ms(&baseline.latencies, 50),
+            ));
+        }
         match find("reference", tool) {
             Some(reference) => out.push_str(&format!(
                 "  {tool:<21} ours/reference calls/s {:>8.2}x\n",
