@@ -84,7 +84,7 @@ struct Options {
     open: Option<usize>,
     write_docs: bool,
     /// With `--baseline-binary PATH`, another build of `bernstein-mcp` whose claims and
-    /// completions are timed against ours at each size, the two alternating pair by pair on
+    /// completions are timed against ours at each size, the two taking turns on
     /// the same project.
     baseline: Option<PathBuf>,
 }
@@ -176,7 +176,7 @@ struct SizeResult {
     side_by_side: Option<SideBySide>,
 }
 
-/// Claims and completions of our build and a baseline build on one project, pair by pair.
+/// Claims and completions of our build and a baseline build on one project, taking turns.
 #[derive(Debug, Clone, Default)]
 struct SideBySide {
     ours_claim: Timing,
@@ -413,10 +413,14 @@ fn measure_size(
     })
 }
 
-/// A claim and the completion of what it claimed, on our server and then on the baseline's,
-/// turn by turn on the same project, each pair followed by one untimed `bernstein_run` so the
-/// open backlog keeps its size. Bounded like every series: at most `--calls` pairs per build or
-/// `--seconds`.
+/// Claim-and-complete pairs per turn of one build in [`measure_side_by_side`].
+const SIDE_BY_SIDE_TURN: usize = 10;
+
+/// Claims and the completions of what they claimed, [`SIDE_BY_SIDE_TURN`] pairs on our server,
+/// then as many on the baseline's, turn by turn on the same project, each pair followed by one
+/// untimed `bernstein_run` so the open backlog keeps its size. The first claim of a turn finds
+/// the backlog the other build wrote (as a second process would); the rest find their own, as
+/// one server does. Bounded like every series: at most `--calls` pairs per build or `--seconds`.
 fn measure_side_by_side(
     ours: &Server<'_>,
     baseline: &Server<'_>,
@@ -430,37 +434,45 @@ fn measure_side_by_side(
         && started.elapsed() < budget
     {
         for (turn, server) in servers.iter_mut().enumerate() {
-            let call = Instant::now();
-            let answer =
-                server.call_tool("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
-            let claimed = call.elapsed();
-            let receipt = unwrap_result(tool_payload(&answer)?)?;
-            if receipt.get("granted").and_then(Value::as_bool) != Some(true) {
-                eprintln!("bench scale: no open task left to claim; the side-by-side series ends");
-                break 'pairs;
+            for _ in 0..SIDE_BY_SIDE_TURN {
+                if started.elapsed() >= budget {
+                    break 'pairs;
+                }
+                let call = Instant::now();
+                let answer =
+                    server.call_tool("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
+                let claimed = call.elapsed();
+                let receipt = unwrap_result(tool_payload(&answer)?)?;
+                if receipt.get("granted").and_then(Value::as_bool) != Some(true) {
+                    eprintln!(
+                        "bench scale: no open task left to claim; the side-by-side series ends"
+                    );
+                    break 'pairs;
+                }
+                let task_id = receipt
+                    .get("taskId")
+                    .and_then(Value::as_str)
+                    .with_context(|| format!("a granted claim without taskId: {receipt}"))?
+                    .to_owned();
+                let call = Instant::now();
+                let answer = server.call_tool(
+                    "bernstein_complete",
+                    json!({"task_id": task_id, "result_summary": "scale benchmark"}),
+                )?;
+                let completed = call.elapsed();
+                tool_payload(&answer).context("bernstein_complete")?;
+                tool_payload(
+                    &server
+                        .call_tool("bernstein_run", json!({"goal": "scale benchmark refill"}))?,
+                )?;
+                let (claims, completions) = if turn == 0 {
+                    (&mut result.ours_claim, &mut result.ours_complete)
+                } else {
+                    (&mut result.baseline_claim, &mut result.baseline_complete)
+                };
+                claims.latencies.push(claimed);
+                completions.latencies.push(completed);
             }
-            let task_id = receipt
-                .get("taskId")
-                .and_then(Value::as_str)
-                .with_context(|| format!("a granted claim without taskId: {receipt}"))?
-                .to_owned();
-            let call = Instant::now();
-            let answer = server.call_tool(
-                "bernstein_complete",
-                json!({"task_id": task_id, "result_summary": "scale benchmark"}),
-            )?;
-            let completed = call.elapsed();
-            tool_payload(&answer).context("bernstein_complete")?;
-            tool_payload(
-                &server.call_tool("bernstein_run", json!({"goal": "scale benchmark refill"}))?,
-            )?;
-            let (claims, completions) = if turn == 0 {
-                (&mut result.ours_claim, &mut result.ours_complete)
-            } else {
-                (&mut result.baseline_claim, &mut result.baseline_complete)
-            };
-            claims.latencies.push(claimed);
-            completions.latencies.push(completed);
         }
     }
     for server in servers {
@@ -635,10 +647,10 @@ fn render_report(results: &[SizeResult], options: &Options) -> String {
     }
     out.push_str("* RSS above the fresh project's, per task (target: at most 4 KiB)\n");
     if results.iter().any(|result| result.side_by_side.is_some()) {
-        out.push_str(
+        out.push_str(&format!(
             "\nside by side with --baseline-binary (one process each, on the same project, \
-             alternating pair by pair)\n\n",
-        );
+             taking turns of {SIDE_BY_SIDE_TURN} claim-and-complete pairs)\n\n",
+        ));
         out.push_str(&format!(
             "{:<22} {:>8} {:>7} {:>12} {:>12} {:>14}\n",
             "tool", "tasks", "pairs", "ours p50", "base p50", "ours/baseline"
