@@ -140,9 +140,71 @@ pub(crate) fn contained_path(
 /// component of it exists and none is a symlink, that is while resolving again would give the
 /// same path. Anything else (a component swapped for a symlink, a directory removed, a kernel
 /// without `openat2`) forgets the answer and resolves again, so a symlink planted later is still
-/// refused. Paths that do not exist yet are not remembered.
+/// refused.
+///
+/// A path that does not exist yet (the journal of a run nobody has written to, which a host
+/// polls until a worker starts) is remembered with its deepest existing ancestor: it is
+/// revalidated by that `openat2` of the ancestor and one `lstat` proving the ancestor's next
+/// component is still missing. While both hold, resolving again would keep the missing
+/// components as written and give the same path; once the component appears (a directory, or
+/// a symlink planted there) the answer is forgotten and the path resolved again.
 struct ResolvedCache {
-    entries: std::sync::Mutex<std::collections::HashMap<(PathBuf, PathBuf, PathBuf), PathBuf>>,
+    entries: std::sync::Mutex<std::collections::HashMap<(PathBuf, PathBuf, PathBuf), Resolved>>,
+}
+
+/// A remembered containment answer (see [`ResolvedCache`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Resolved {
+    /// The path exists, with no symlink in it.
+    Exists(PathBuf),
+    /// The path does not exist: `ancestor` exists with no symlink in it, and its child
+    /// `first_missing` (a prefix of the path) did not exist.
+    Missing {
+        path: PathBuf,
+        ancestor: PathBuf,
+        first_missing: PathBuf,
+    },
+}
+
+impl Resolved {
+    /// What `candidate`, just resolved, can be remembered as; `None` when it cannot be
+    /// revalidated cheaply (it is not absolute, or something in it is not a plain directory
+    /// entry).
+    fn of(candidate: &Path) -> Option<Resolved> {
+        if resolves_to_itself(candidate) {
+            return Some(Resolved::Exists(candidate.to_path_buf()));
+        }
+        let mut first_missing = candidate;
+        for ancestor in candidate.ancestors().skip(1) {
+            if resolves_to_itself(ancestor) {
+                return is_missing(first_missing).then(|| Resolved::Missing {
+                    path: candidate.to_path_buf(),
+                    ancestor: ancestor.to_path_buf(),
+                    first_missing: first_missing.to_path_buf(),
+                });
+            }
+            first_missing = ancestor;
+        }
+        None
+    }
+
+    /// The remembered path, when resolving again would still give it.
+    fn revalidate(&self) -> Option<&Path> {
+        match self {
+            Resolved::Exists(path) => resolves_to_itself(path).then_some(path.as_path()),
+            Resolved::Missing {
+                path,
+                ancestor,
+                first_missing,
+            } => (resolves_to_itself(ancestor) && is_missing(first_missing))
+                .then_some(path.as_path()),
+        }
+    }
+}
+
+/// Whether nothing (not even a dangling symlink) is at `path`.
+fn is_missing(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_err_and(|err| err.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// More distinct paths than this and the cache starts over (bounded memory).
@@ -157,14 +219,14 @@ fn resolved_cache() -> &'static ResolvedCache {
 
 impl ResolvedCache {
     fn check(&self, key: &(PathBuf, PathBuf, PathBuf)) -> Option<PathBuf> {
-        let candidate = self
+        let remembered = self
             .entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(key)
             .cloned()?;
-        if resolves_to_itself(&candidate) {
-            return Some(candidate);
+        if let Some(path) = remembered.revalidate() {
+            return Some(path.to_path_buf());
         }
         self.entries
             .lock()
@@ -174,9 +236,9 @@ impl ResolvedCache {
     }
 
     fn remember(&self, key: (PathBuf, PathBuf, PathBuf), candidate: &Path) {
-        if !resolves_to_itself(candidate) {
+        let Some(resolved) = Resolved::of(candidate) else {
             return;
-        }
+        };
         let mut entries = self
             .entries
             .lock()
@@ -184,20 +246,22 @@ impl ResolvedCache {
         if entries.len() >= MAX_REMEMBERED_PATHS {
             entries.clear();
         }
-        entries.insert(key, candidate.to_path_buf());
+        entries.insert(key, resolved);
     }
 }
 
-/// Whether `path` (absolute) exists with no symlink anywhere in it: one `openat2` with
-/// `RESOLVE_NO_SYMLINKS`, the descriptor (`O_PATH`, which opens nothing for reading and never
-/// blocks on a FIFO) closed at once.
+/// Whether `path` (absolute) exists with no symlink anywhere in it, its last component
+/// included: one `openat2` with `RESOLVE_NO_SYMLINKS`, the descriptor (`O_PATH`, which opens
+/// nothing for reading and never blocks on a FIFO) closed at once. `O_NOFOLLOW` must not be
+/// passed: with `O_PATH` it makes `openat2` open a trailing symlink itself instead of refusing
+/// it, and a journal swapped for a symlink would then still pass.
 pub(crate) fn resolves_to_itself(path: &Path) -> bool {
     use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
     path.is_absolute()
         && openat2(
             rustix::fs::CWD,
             path,
-            OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            OFlags::PATH | OFlags::CLOEXEC,
             Mode::empty(),
             ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )
@@ -374,5 +438,78 @@ mod tests {
         assert_eq!(realpath(&base.join("link/x")), base.join("target/x"));
         std::os::unix::fs::symlink("loop", base.join("loop")).unwrap();
         assert_eq!(realpath(&base.join("loop/x")), base.join("loop/x"));
+    }
+
+    #[test]
+    fn a_missing_journal_is_remembered_with_its_existing_ancestor() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = realpath(dir.path());
+        std::fs::create_dir_all(root.join(".sdd/runs")).unwrap();
+        let path = run_journal_path(&root, "never-written").unwrap();
+        assert_eq!(
+            Resolved::of(&path),
+            Some(Resolved::Missing {
+                path: path.clone(),
+                ancestor: root.join(".sdd/runs"),
+                first_missing: root.join(".sdd/runs/never-written"),
+            })
+        );
+        let key = (
+            root.clone(),
+            runs_dir(&root),
+            PathBuf::from("never-written/journal.jsonl"),
+        );
+        assert_eq!(resolved_cache().check(&key), Some(path.clone()));
+        // Once the run directory exists the missing answer is stale and is resolved again.
+        std::fs::create_dir(root.join(".sdd/runs/never-written")).unwrap();
+        assert_eq!(resolved_cache().check(&key), None);
+        assert_eq!(run_journal_path(&root, "never-written").unwrap(), path);
+    }
+
+    #[test]
+    fn a_symlink_planted_where_a_missing_journal_was_remembered_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = realpath(&dir.path().join("project"));
+        let outside = realpath(dir.path()).join("outside");
+        std::fs::create_dir_all(root.join(".sdd/runs")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        // Polled twice while the run has no journal: the second answer comes from the cache.
+        let missing = run_journal_path(&root, "victim").unwrap();
+        assert_eq!(run_journal_path(&root, "victim").unwrap(), missing);
+        std::os::unix::fs::symlink(&outside, root.join(".sdd/runs/victim")).unwrap();
+        let refused = run_journal_path(&root, "victim").unwrap_err();
+        assert!(
+            matches!(refused, Error::Containment { .. }),
+            "a planted symlink was accepted: {refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_journal_swapped_for_a_symlink_after_it_was_remembered_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = realpath(&dir.path().join("project"));
+        let secret = realpath(dir.path()).join("secret.jsonl");
+        std::fs::write(&secret, "{}\n").unwrap();
+        std::fs::create_dir_all(root.join(".sdd/runs/r1")).unwrap();
+        std::fs::write(root.join(".sdd/runs/r1/journal.jsonl"), "").unwrap();
+        let journal = run_journal_path(&root, "r1").unwrap();
+        assert_eq!(run_journal_path(&root, "r1").unwrap(), journal);
+        std::fs::remove_file(&journal).unwrap();
+        std::os::unix::fs::symlink(&secret, &journal).unwrap();
+        let refused = run_journal_path(&root, "r1").unwrap_err();
+        assert!(
+            matches!(refused, Error::Containment { .. }),
+            "a journal symlinked out of the project was accepted: {refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_dangling_symlink_is_not_a_missing_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = realpath(dir.path());
+        std::os::unix::fs::symlink(base.join("nowhere"), base.join("dangling")).unwrap();
+        assert!(!is_missing(&base.join("dangling")));
+        assert!(is_missing(&base.join("absent")));
+        assert_eq!(Resolved::of(&base.join("dangling/journal.jsonl")), None);
     }
 }
