@@ -74,18 +74,36 @@ pub(crate) fn scan(source: impl Read) -> std::io::Result<Scan> {
 }
 
 fn classify_line(loaded: &mut LoadedJournal, index: usize, line: &[u8]) {
+    match classify(line) {
+        Classified::Blank => {}
+        Classified::Discarded => loaded.discarded_lines.push(index),
+        Classified::Row(row) => loaded.rows.push(row),
+    }
+}
+
+/// What the tolerant reader makes of one physical line.
+pub(crate) enum Classified {
+    /// Whitespace only: skipped.
+    Blank,
+    /// Not UTF-8, not JSON, or not an object: discarded.
+    Discarded,
+    /// A row.
+    Row(Object),
+}
+
+/// Classifies one physical line (terminator excluded) by the reader's rules.
+pub(crate) fn classify(line: &[u8]) -> Classified {
     let Ok(text) = std::str::from_utf8(line) else {
         // Undecodable bytes survive `.strip()`, so such a line is never blank.
-        loaded.discarded_lines.push(index);
-        return;
+        return Classified::Discarded;
     };
     let text = python_strip(text);
     if text.is_empty() {
-        return;
+        return Classified::Blank;
     }
     match Value::parse(text) {
-        Ok(Value::Object(row)) => loaded.rows.push(row),
-        _ => loaded.discarded_lines.push(index),
+        Ok(Value::Object(row)) => Classified::Row(row),
+        _ => Classified::Discarded,
     }
 }
 

@@ -124,23 +124,14 @@ pub fn journal_head(rows: &[Object]) -> String {
 
 /// Recomputes the chain over in-memory rows (`verify_events`).
 pub fn verify_rows(rows: &[Object]) -> JournalVerification {
-    let mut report = JournalVerification {
-        chain_consistent: true,
-        count: rows.len(),
-        hash_profile: Some(HashProfile::PyJsonV1),
-        divergent_index: None,
-        expected_hash: None,
-        actual_hash: None,
-        head: String::new(),
-        journal_head: journal_head(rows),
-        discarded_lines: Vec::new(),
-        errors: Vec::new(),
-    };
-    let profile = match detect_hash_profile(rows) {
-        Ok(profile) => profile,
+    let mut check = match detect_hash_profile(rows) {
+        Ok(profile) => ChainCheck::new(profile),
         Err(unknown) => {
+            let mut report = ChainCheck::new(HashProfile::PyJsonV1).finish();
             report.chain_consistent = false;
             report.hash_profile = None;
+            report.count = rows.len();
+            report.journal_head = journal_head(rows);
             report.errors.push(format!(
                 "unknown hash_profile {}",
                 python_str_repr(&unknown)
@@ -148,25 +139,75 @@ pub fn verify_rows(rows: &[Object]) -> JournalVerification {
             return report;
         }
     };
-    report.hash_profile = Some(profile);
+    for row in rows {
+        check.push(row);
+    }
+    check.finish()
+}
 
-    let mut prev_hash = GENESIS_HASH.to_owned();
-    for (index, row) in rows.iter().enumerate() {
+/// The chain recomputation of [`verify_rows`], fed one row at a time, so a journal of any
+/// length is verified in constant memory (the writer's full read streams through it).
+#[derive(Debug, Clone)]
+pub(crate) struct ChainCheck {
+    profile: HashProfile,
+    prev_hash: String,
+    report: JournalVerification,
+}
+
+impl ChainCheck {
+    /// A check of rows hashed with `profile` (see [`detect_hash_profile`]).
+    pub(crate) fn new(profile: HashProfile) -> ChainCheck {
+        ChainCheck {
+            profile,
+            prev_hash: GENESIS_HASH.to_owned(),
+            report: JournalVerification {
+                chain_consistent: true,
+                count: 0,
+                hash_profile: Some(profile),
+                divergent_index: None,
+                expected_hash: None,
+                actual_hash: None,
+                head: String::new(),
+                journal_head: String::new(),
+                discarded_lines: Vec::new(),
+                errors: Vec::new(),
+            },
+        }
+    }
+
+    /// The profile the rows are hashed with.
+    pub(crate) fn profile(&self) -> HashProfile {
+        self.profile
+    }
+
+    /// Checks the next row against the chain so far.
+    pub(crate) fn push(&mut self, row: &Object) {
+        let index = self.report.count;
+        self.report.count += 1;
         let event_type = row_str(row, "event");
         // A row with no canonical form (NaN under jcs-v2) cannot have been written by a correct
         // writer; it is reported as a hash mismatch with an empty expected hash.
-        let expected = payload_hash(profile, &event_type, row)
-            .map(|p_hash| event_hash(profile, &prev_hash, &event_type, &p_hash, index as u64))
+        let expected = payload_hash(self.profile, &event_type, row)
+            .map(|p_hash| {
+                event_hash(
+                    self.profile,
+                    &self.prev_hash,
+                    &event_type,
+                    &p_hash,
+                    index as u64,
+                )
+            })
             .unwrap_or_default();
         let stored_hash = row_str(row, "event_hash");
         let stored_prev = row_str(row, "prev_hash");
-        let finding = if stored_prev != prev_hash {
+        let finding = if stored_prev != self.prev_hash {
             Some("prev_hash break")
         } else if stored_hash != expected {
             Some("event_hash mismatch")
         } else {
             None
         };
+        let report = &mut self.report;
         if let Some(what) = finding {
             report.errors.push(format!("step {index}: {what}"));
             if report.chain_consistent {
@@ -174,15 +215,22 @@ pub fn verify_rows(rows: &[Object]) -> JournalVerification {
                 report.divergent_index = Some(index);
                 report.expected_hash = Some(expected);
                 report.actual_hash = Some(stored_hash.clone());
-                report.head.clone_from(&prev_hash);
+                report.head.clone_from(&self.prev_hash);
             }
         }
-        prev_hash = stored_hash;
+        if !stored_hash.is_empty() {
+            report.journal_head.clone_from(&stored_hash);
+        }
+        self.prev_hash = stored_hash;
     }
-    if report.chain_consistent {
-        report.head = prev_hash;
+
+    /// The report over every row pushed.
+    pub(crate) fn finish(mut self) -> JournalVerification {
+        if self.report.chain_consistent {
+            self.report.head = self.prev_hash;
+        }
+        self.report
     }
-    report
 }
 
 #[cfg(test)]

@@ -35,8 +35,8 @@
 use super::hashing::{HashProfile, event_hash, is_excluded_field, payload_hash};
 use super::paths::{realpath, run_journal_path, validate_run_id};
 use super::python::python_round3;
-use super::reader::scan;
-use super::verify::{detect_hash_profile, row_str, verify_rows};
+use super::reader::{Classified, classify, for_each_physical_line, scan};
+use super::verify::{ChainCheck, detect_hash_profile, row_str};
 use crate::durable::{
     append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail,
 };
@@ -705,27 +705,25 @@ impl<C: Clock> JournalWriter<C> {
         };
         self.stats.full_reads += 1;
         self.stats.bytes_read += identity.2;
-        file.seek(SeekFrom::Start(0))
+        let mut streamed = self
+            .stream_rows(file, identity)
             .map_err(|err| Error::io("read", path, err))?;
-        let mut scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
-        if !scanned.ends_on_line_boundary
+        if !streamed.ends_on_line_boundary
             && recover_torn_tail(&self.project_root, file, path)?.is_some()
         {
             identity = file_identity(file, path)?;
             self.stats.bytes_read += identity.2;
-            file.seek(SeekFrom::Start(0))
+            streamed = self
+                .stream_rows(file, identity)
                 .map_err(|err| Error::io("read", path, err))?;
-            scanned = scan(&*file).map_err(|err| Error::io("read", path, err))?;
         }
-        if !scanned.ends_on_line_boundary {
+        if !streamed.ends_on_line_boundary {
             return Err(unusable(
                 "the last row is torn (no trailing newline); repair the tail first".to_owned(),
             ));
         }
-        let rows = scanned.loaded.rows;
-        if !scanned.loaded.discarded_lines.is_empty() {
-            let joined: Vec<String> = scanned
-                .loaded
+        if !streamed.discarded_lines.is_empty() {
+            let joined: Vec<String> = streamed
                 .discarded_lines
                 .iter()
                 .map(usize::to_string)
@@ -735,40 +733,80 @@ impl<C: Clock> JournalWriter<C> {
                 joined.join(", ")
             )));
         }
-        let profile = if rows.is_empty() {
-            self.new_journal_profile
-        } else {
-            detect_hash_profile(&rows)
-                .map_err(|name| unusable(format!("unknown hash_profile {name:?}")))?
+        let (known, verification) = match streamed.chain {
+            None => (streamed.known, None),
+            Some(Ok(check)) => (streamed.known, Some(check.finish())),
+            Some(Err(name)) => return Err(unusable(format!("unknown hash_profile {name:?}"))),
         };
-        let verification = verify_rows(&rows);
-        if !verification.chain_consistent {
+        if let Some(verification) = verification
+            && !verification.chain_consistent
+        {
             return Err(unusable(format!(
                 "the existing chain does not verify: {}",
                 verification.errors.join("; ")
             )));
         }
-        let last_line =
-            last_line_window(file, identity.2).map_err(|err| Error::io("read", path, err))?;
+        Ok(known)
+    }
+
+    /// One pass over the whole file: every row is checked against the chain and counted, and
+    /// only the newest rows of each event are kept, so a full read holds a bounded number of
+    /// rows in memory whatever the journal's length.
+    fn stream_rows(&self, file: &mut File, identity: (u64, u64, u64)) -> std::io::Result<Streamed> {
+        file.seek(SeekFrom::Start(0))?;
         let mut known = Known {
             identity,
-            next_index: rows.len() as u64,
-            head: rows
-                .last()
-                .map(|row| row_str(row, "event_hash"))
-                .unwrap_or_default(),
-            profile,
-            last_line,
+            next_index: 0,
+            head: String::new(),
+            profile: self.new_journal_profile,
+            last_line: None,
             by_event: HashMap::new(),
             recent_by_event: HashMap::new(),
         };
-        for row in rows {
-            if let Some(name) = row.get("event").and_then(Value::as_str) {
-                known.remember(name.to_owned(), row);
-            }
-        }
-        Ok(known)
+        let mut chain: Option<std::result::Result<ChainCheck, String>> = None;
+        let mut discarded_lines = Vec::new();
+        let mut last_byte = None;
+        for_each_physical_line(
+            &*file,
+            |index, line| match classify(line) {
+                Classified::Blank => {}
+                Classified::Discarded => discarded_lines.push(index),
+                Classified::Row(row) => {
+                    let check = chain.get_or_insert_with(|| {
+                        detect_hash_profile(std::slice::from_ref(&row)).map(ChainCheck::new)
+                    });
+                    if let Ok(check) = check {
+                        check.push(&row);
+                        known.profile = check.profile();
+                    }
+                    known.next_index += 1;
+                    known.head = row_str(&row, "event_hash");
+                    if let Some(name) = row.get("event").and_then(Value::as_str) {
+                        known.remember(name.to_owned(), row);
+                    }
+                }
+            },
+            &mut last_byte,
+        )?;
+        known.last_line = last_line_window(file, identity.2)?;
+        Ok(Streamed {
+            known,
+            chain,
+            discarded_lines,
+            ends_on_line_boundary: matches!(last_byte, None | Some(b'\n' | b'\r')),
+        })
     }
+}
+
+/// What one streaming pass over a journal found (see [`JournalWriter::stream_rows`]).
+struct Streamed {
+    /// The counts, head and newest rows; trusted only when the rest is clean.
+    known: Known,
+    /// The chain check (`None` for a journal with no row), or the unknown hash profile the
+    /// first row names.
+    chain: Option<std::result::Result<ChainCheck, String>>,
+    discarded_lines: Vec<usize>,
+    ends_on_line_boundary: bool,
 }
 
 /// The end of a file of `size` bytes that a writer checks before trusting what it knows: from
