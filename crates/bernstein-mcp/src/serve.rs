@@ -125,7 +125,8 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         runtime.spawn(crate::metrics_setup::serve(listener, render));
     }
     let served = runtime.block_on(bernstein_stdio::serve_stdio(dispatcher));
-    // A stdin read parked on the blocking pool cannot be interrupted; do not wait for it.
+    // The stdin reader thread may be parked in read(2), which cannot be interrupted; do not
+    // wait for it (the stdout writer thread has already written everything).
     runtime.shutdown_background();
     served.context("reading stdin failed")?;
     Ok(Outcome::Served)

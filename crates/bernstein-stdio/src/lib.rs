@@ -48,6 +48,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+pub mod threaded;
+
 /// The longest line accepted (16 MiB, as rmcp's stdio codec).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
@@ -177,13 +179,19 @@ async fn join_until(calls: &mut JoinSet<()>, deadline: Instant) -> bool {
     }
 }
 
-/// Serves `dispatcher` on the process's stdin and stdout.
+/// Serves `dispatcher` on the process's stdin and stdout, each read or written by a dedicated
+/// thread ([`threaded`]).
 ///
 /// # Errors
 ///
-/// As [`serve`].
+/// As [`serve`], and the error of spawning the two threads.
 pub async fn serve_stdio(dispatcher: Dispatcher) -> io::Result<()> {
-    serve(dispatcher, tokio::io::stdin(), tokio::io::stdout()).await
+    serve(
+        dispatcher,
+        threaded::ThreadedStdin::spawn()?,
+        threaded::ThreadedStdout::spawn()?,
+    )
+    .await
 }
 
 fn log_join(joined: Result<(), tokio::task::JoinError>) {
