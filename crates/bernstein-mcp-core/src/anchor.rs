@@ -29,8 +29,9 @@
 //!    `docs/ARCHITECTURE.md`).
 //!
 //! **Group commit.** Calls that arrive while a group is being committed wait for it, and the
-//! next thread to find no commit in progress takes every waiting call (up to [`MAX_GROUP`]) as
-//! one group: its rows go out in one write and one fsync of the journal, then the settling
+//! anchor's committer thread (for [`Anchor::anchor_queued`]) or the next thread of
+//! [`Anchor::anchor`] to find no commit in progress takes every waiting call (up to
+//! [`MAX_GROUP`]) as one group: its rows go out in one write and one fsync of the journal, then the settling
 //! entries and the group's entries in one write and one fsync of the chain, so a burst of `n`
 //! concurrent calls costs two fsyncs per group instead of `2n`. Nothing changes in what is
 //! written: each row and entry is byte for byte the one a lone call would write, call indexes
@@ -47,7 +48,9 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::oneshot;
 
 use bernstein_journal::audit::{self, AuditChain, AuditEvent, Finding, Tear, VerifyReport};
 use bernstein_journal::key::AuditKey;
@@ -109,21 +112,47 @@ pub struct Anchor {
     // One writer per dispatcher: `elapsed_s` in the rows then counts from the server's start,
     // as the reference's long-lived journal object does.
     writer: Mutex<AnchorWriter>,
+    /// The group-commit queue, shared with the committer thread.
+    shared: Arc<Shared>,
+    /// Set once the committer thread that serves [`Anchor::anchor_queued`] is started.
+    committer: std::sync::Once,
+}
+
+/// What an [`Anchor`] shares with its committer thread: the thread holds this and only a weak
+/// reference to the anchor, so dropping the anchor ends the thread.
+#[derive(Debug, Default)]
+struct Shared {
     /// The calls waiting for the next group commit, and the results of committed groups.
     queue: Mutex<GroupQueue>,
     /// Signalled whenever a group is committed.
     committed: Condvar,
+    /// Signalled when a call is queued by [`Anchor::anchor_queued`] or left waiting after a
+    /// commit, and when the anchor is dropped: wakes the committer thread.
+    work: Condvar,
+}
+
+/// Who waits for a queued call's result.
+#[derive(Debug)]
+enum Waiter {
+    /// A thread blocked in [`Anchor::anchor`], which finds its result in
+    /// [`GroupQueue::finished`].
+    Thread,
+    /// A task awaiting [`Anchor::anchor_queued`]. It may have gone (cancelled or timed out):
+    /// the call is still committed, and its result dropped.
+    Task(oneshot::Sender<Result<AnchoredCall>>),
 }
 
 /// The group-commit queue of an [`Anchor`].
 #[derive(Debug, Default)]
 struct GroupQueue {
     /// Calls not yet taken into a group, by ticket, in arrival order.
-    waiting: VecDeque<(u64, PendingCall)>,
+    waiting: VecDeque<(u64, PendingCall, Waiter)>,
     /// Results of committed calls whose threads have not picked them up yet.
     finished: HashMap<u64, Result<AnchoredCall>>,
     /// Whether some thread is committing a group now.
     committing: bool,
+    /// Set when the anchor is dropped: the committer thread ends.
+    closed: bool,
     next_ticket: u64,
     stats: GroupStats,
 }
@@ -216,8 +245,8 @@ impl Anchor {
                 journal: writer,
                 settled: None,
             }),
-            queue: Mutex::new(GroupQueue::default()),
-            committed: Condvar::new(),
+            shared: Arc::new(Shared::default()),
+            committer: std::sync::Once::new(),
         })
     }
 
@@ -243,7 +272,7 @@ impl Anchor {
 
     /// How this anchor's calls were grouped so far.
     pub fn group_stats(&self) -> GroupStats {
-        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let queue = self.shared.lock();
         GroupStats {
             waiting: queue.waiting.len() as u64,
             ..queue.stats
@@ -252,7 +281,7 @@ impl Anchor {
 
     /// Anchors one call of `method` with `params` (including `_meta`, which is read for
     /// `traceparent` and `baggage` and left out of the content hash). Blocks on file locks and
-    /// fsync; async callers use [`Anchor::anchor_blocking`].
+    /// fsync; async callers use [`Anchor::anchor_queued`].
     ///
     /// Calls made while another group is being committed wait and are then committed together
     /// (see the module documentation, "Group commit"); the answer comes only once the call's
@@ -267,16 +296,17 @@ impl Anchor {
     /// failure was shared by several calls of one group).
     pub fn anchor(&self, method: &str, params: Option<&JsonValue>) -> Result<AnchoredCall> {
         let call = PendingCall::read(method, params);
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut queue = self.shared.lock();
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
-        queue.waiting.push_back((ticket, call));
+        queue.waiting.push_back((ticket, call, Waiter::Thread));
         loop {
             if let Some(result) = queue.finished.remove(&ticket) {
                 return result;
             }
             if queue.committing {
                 queue = self
+                    .shared
                     .committed
                     .wait(queue)
                     .unwrap_or_else(PoisonError::into_inner);
@@ -284,28 +314,106 @@ impl Anchor {
             }
             // Nobody is committing: this thread commits everything waiting (its own call
             // included, unless an earlier group took it), up to one group's bound.
-            queue.committing = true;
-            let take = queue.waiting.len().min(MAX_GROUP);
-            let (tickets, calls): (Vec<u64>, Vec<PendingCall>) =
-                queue.waiting.drain(..take).unzip();
-            drop(queue);
-            let results = std::panic::catch_unwind(AssertUnwindSafe(|| self.anchor_group(&calls)))
-                .unwrap_or_else(|_| {
-                    group_failure(
-                        Error::AnchorTask("anchoring a group of calls panicked".to_owned()),
-                        calls.len(),
-                    )
-                });
-            telemetry::group_committed(calls.len());
-            queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            queue.committing = false;
-            let size = calls.len() as u64;
-            queue.stats.groups += 1;
-            queue.stats.calls += size;
-            queue.stats.largest = queue.stats.largest.max(size);
-            queue.finished.extend(tickets.into_iter().zip(results));
-            self.committed.notify_all();
+            queue = self.commit_front(&self.shared, queue);
         }
+    }
+
+    /// [`Anchor::anchor`] for async callers: the call is queued and the task waits for its
+    /// result without holding a thread. The groups are committed by one committer thread per
+    /// anchor (started by the first such call), so concurrent calls do not each take a
+    /// thread into the file locks and fsyncs; only the group's committer blocks.
+    ///
+    /// Dropping the returned future does not take the call back: it is committed with its
+    /// group and its result discarded (as a process killed after the audit entry leaves an
+    /// anchored call that never ran).
+    ///
+    /// # Errors
+    ///
+    /// As [`Anchor::anchor`]; [`Error::AnchorTask`] when the committer thread is gone.
+    pub async fn anchor_queued(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&JsonValue>,
+    ) -> Result<AnchoredCall> {
+        self.start_committer()?;
+        let call = PendingCall::read(method, params);
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut queue = self.shared.lock();
+            let ticket = queue.next_ticket;
+            queue.next_ticket += 1;
+            queue.waiting.push_back((ticket, call, Waiter::Task(reply)));
+        }
+        self.shared.work.notify_one();
+        answer.await.unwrap_or_else(|_| {
+            Err(Error::AnchorTask(
+                "the anchor's committer thread stopped".to_owned(),
+            ))
+        })
+    }
+
+    /// Starts the committer thread once.
+    fn start_committer(self: &Arc<Self>) -> Result<()> {
+        let mut spawned = Ok(());
+        self.committer.call_once(|| {
+            let shared = Arc::clone(&self.shared);
+            let anchor = Arc::downgrade(self);
+            spawned = std::thread::Builder::new()
+                .name("anchor-commit".to_owned())
+                .spawn(move || commit_queued(&shared, &anchor))
+                .map(drop);
+        });
+        spawned.map_err(|err| Error::AnchorTask(format!("cannot start the committer: {err}")))
+    }
+
+    /// Commits one group from the front of the queue: sets `committing`, takes up to
+    /// [`MAX_GROUP`] calls, commits them with the queue unlocked, delivers every result, then
+    /// clears `committing` and wakes whoever waits (the threads of [`Anchor::anchor`], and the
+    /// committer thread when calls are still queued).
+    fn commit_front<'q>(
+        &self,
+        shared: &'q Shared,
+        mut queue: MutexGuard<'q, GroupQueue>,
+    ) -> MutexGuard<'q, GroupQueue> {
+        queue.committing = true;
+        let take = queue.waiting.len().min(MAX_GROUP);
+        let taken: Vec<(u64, PendingCall, Waiter)> = queue.waiting.drain(..take).collect();
+        drop(queue);
+        let calls: Vec<&PendingCall> = taken.iter().map(|(_, call, _)| call).collect();
+        let results = std::panic::catch_unwind(AssertUnwindSafe(|| self.anchor_group(&calls)))
+            .unwrap_or_else(|_| {
+                group_failure(
+                    Error::AnchorTask("anchoring a group of calls panicked".to_owned()),
+                    calls.len(),
+                )
+            });
+        telemetry::group_committed(calls.len());
+        let mut queue = shared.lock();
+        queue.committing = false;
+        let size = taken.len() as u64;
+        queue.stats.groups += 1;
+        queue.stats.calls += size;
+        queue.stats.largest = queue.stats.largest.max(size);
+        for ((ticket, _, waiter), result) in taken.into_iter().zip(results) {
+            match waiter {
+                Waiter::Thread => {
+                    queue.finished.insert(ticket, result);
+                }
+                Waiter::Task(reply) => {
+                    // A task that gave up waiting dropped its receiver; nothing to tell it.
+                    let _ = reply.send(result);
+                }
+            }
+        }
+        shared.committed.notify_all();
+        if queue
+            .waiting
+            .iter()
+            .any(|(_, _, waiter)| matches!(waiter, Waiter::Task(_)))
+        {
+            shared.work.notify_one();
+        }
+        queue
     }
 
     /// Anchors one group of calls under the journal's lock: settles the rows another process
@@ -313,7 +421,7 @@ impl Anchor {
     /// claim disagrees, which uses up no index), appends every row in one write and fsync,
     /// then every audit entry (the settling ones first) in one write and fsync. Returns one
     /// result per call, in order.
-    fn anchor_group(&self, calls: &[PendingCall]) -> Vec<Result<AnchoredCall>> {
+    fn anchor_group(&self, calls: &[&PendingCall]) -> Vec<Result<AnchoredCall>> {
         let outcomes: RefCell<Vec<Outcome>> = RefCell::new(Vec::with_capacity(calls.len()));
         let abandoned: RefCell<Vec<AuditEvent>> = RefCell::new(Vec::new());
         let settle_failure: RefCell<Option<bernstein_journal::Error>> = RefCell::new(None);
@@ -599,22 +707,51 @@ impl Anchor {
         }
         Ok(events)
     }
+}
 
-    /// [`Anchor::anchor`] on the blocking thread pool, so file locks and fsync never stall the
-    /// async workers serving other calls.
-    ///
-    /// # Errors
-    ///
-    /// As [`Anchor::anchor`]; [`Error::AnchorTask`] when the blocking task was lost.
-    pub async fn anchor_blocking(
-        self: &Arc<Self>,
-        method: String,
-        params: Option<JsonValue>,
-    ) -> Result<AnchoredCall> {
-        let anchor = Arc::clone(self);
-        tokio::task::spawn_blocking(move || anchor.anchor(&method, params.as_ref()))
-            .await
-            .map_err(|err| Error::AnchorTask(err.to_string()))?
+impl Drop for Anchor {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.work.notify_all();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, GroupQueue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The committer thread of [`Anchor::anchor_queued`]: commits a group whenever calls wait and
+/// no thread of [`Anchor::anchor`] is committing one, until the anchor is dropped.
+fn commit_queued(shared: &Shared, anchor: &std::sync::Weak<Anchor>) {
+    let mut queue = shared.lock();
+    loop {
+        if queue.closed {
+            return;
+        }
+        if queue.waiting.is_empty() || queue.committing {
+            queue = shared
+                .work
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
+            continue;
+        }
+        drop(queue);
+        // The anchor is held only while a group is committed, so dropping it ends the thread.
+        let Some(anchor) = anchor.upgrade() else {
+            return;
+        };
+        let queue_again = shared.lock();
+        if !queue_again.waiting.is_empty() && !queue_again.committing {
+            drop(anchor.commit_front(shared, queue_again));
+        } else {
+            drop(queue_again);
+        }
+        // Released before the lock is taken again: when this was the last reference, the
+        // anchor's drop runs here and takes the lock itself.
+        drop(anchor);
+        queue = shared.lock();
     }
 }
 
@@ -1023,6 +1160,91 @@ mod tests {
         assert_eq!(journal.rows.len() as u64, CALLS + 1);
         assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
         assert!(anchor.audit_chain().verify().ok());
+    }
+
+    /// Calls queued by tasks ([`Anchor::anchor_queued`]) are committed by the committer thread
+    /// in groups, together with a thread's call queued beside them; none is answered while its
+    /// group's audit entries cannot be written, and the order stays gap-free and chain-ordered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tasks_queued_behind_a_commit_are_answered_only_after_their_group() {
+        const TASKS: u64 = 10;
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Arc::new(Anchor::open(dir.path(), "mcp-calls", key()).unwrap());
+        let params = |n: u64| json!({"name": "bernstein_health", "arguments": {"n": n}});
+        anchor
+            .anchor_queued("tools/call", Some(&params(0)))
+            .await
+            .unwrap();
+        let lock = hold_chain_lock(dir.path());
+        let first = {
+            let anchor = Arc::clone(&anchor);
+            tokio::spawn(async move { anchor.anchor_queued("tools/call", Some(&params(1))).await })
+        };
+        wait_for_lock_waiter(&audit_dir(dir.path()).join(audit::LOCK_FILE_NAME));
+        let mut tasks: Vec<_> = (2..=TASKS)
+            .map(|n| {
+                let anchor = Arc::clone(&anchor);
+                tokio::spawn(
+                    async move { anchor.anchor_queued("tools/call", Some(&params(n))).await },
+                )
+            })
+            .collect();
+        let thread = anchor_in_thread(&anchor, params(TASKS + 1));
+        wait_for_queue(&anchor, TASKS);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            !first.is_finished() && tasks.iter().all(|task| !task.is_finished()),
+            "a call was answered while its group's entries could not be written"
+        );
+        lock.unlock().unwrap();
+        tasks.insert(0, first);
+        let mut indices = Vec::new();
+        for task in tasks {
+            indices.push(task.await.unwrap().unwrap().call_index);
+        }
+        indices.push(thread.join().unwrap().unwrap().call_index);
+        indices.sort_unstable();
+        assert_eq!(indices, (1..=TASKS + 1).collect::<Vec<_>>());
+        let stats = anchor.group_stats();
+        assert_eq!(stats.calls, TASKS + 2);
+        assert!(
+            stats.groups <= 4,
+            "the queued calls were not grouped: {stats:?}"
+        );
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let chain_indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
+        assert_eq!(chain_indices, (0..=TASKS + 1).collect::<Vec<_>>());
+        assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
+    }
+
+    /// A task that stops waiting does not take its call back: the call is committed with its
+    /// group, and the next call takes the next index.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queued_call_whose_task_gave_up_is_still_committed_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = Arc::new(Anchor::open(dir.path(), "mcp-calls", key()).unwrap());
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        anchor
+            .anchor_queued("tools/call", Some(&params))
+            .await
+            .unwrap();
+        let lock = hold_chain_lock(dir.path());
+        let gave_up = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            anchor.anchor_queued("tools/call", Some(&params)),
+        )
+        .await;
+        assert!(gave_up.is_err(), "answered while the chain was locked");
+        lock.unlock().unwrap();
+        let next = anchor
+            .anchor_queued("tools/call", Some(&params))
+            .await
+            .unwrap();
+        assert_eq!(next.call_index, 2);
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        assert_eq!(order.calls.len(), 3);
     }
 
     /// A group whose audit entries cannot be written acknowledges none of its calls: each gets

@@ -1324,21 +1324,13 @@ impl Dispatcher {
         let Some(anchor) = &self.shared.anchor else {
             return Ok(None);
         };
-        let anchor = Arc::clone(anchor);
-        let method = request.method.to_owned();
-        // The params are shared with the blocking task, not copied: they may be large.
-        let params = request.params.clone();
-        let anchored = bernstein_tasks::blocking::run_blocking(move || {
-            let started = std::time::Instant::now();
-            let anchored = anchor.anchor(&method, params.as_deref());
-            if anchored.is_ok() {
-                telemetry::anchor_committed(started);
-            }
-            anchored
-        })
-        .await
-        .map_err(Error::AnchorTask)
-        .and_then(|anchored| anchored);
+        let started = std::time::Instant::now();
+        let anchored = anchor
+            .anchor_queued(request.method, request.params.as_deref())
+            .await;
+        if anchored.is_ok() {
+            telemetry::anchor_committed(started);
+        }
         match anchored {
             Ok(call) => Ok(Some(call)),
             Err(err @ Error::CallIndexClaim { .. }) => {
