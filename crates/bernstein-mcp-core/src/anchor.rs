@@ -114,8 +114,9 @@ pub struct Anchor {
     writer: Mutex<AnchorWriter>,
     /// The group-commit queue, shared with the committer thread.
     shared: Arc<Shared>,
-    /// Set once the committer thread that serves [`Anchor::anchor_queued`] is started.
-    committer: std::sync::Once,
+    /// Whether the committer thread that serves [`Anchor::anchor_queued`] started, once tried
+    /// (a failure is kept, so no call is ever queued with nobody to commit it).
+    committer: std::sync::OnceLock<std::result::Result<(), String>>,
 }
 
 /// What an [`Anchor`] shares with its committer thread: the thread holds this and only a weak
@@ -246,7 +247,7 @@ impl Anchor {
                 settled: None,
             }),
             shared: Arc::new(Shared::default()),
-            committer: std::sync::Once::new(),
+            committer: std::sync::OnceLock::new(),
         })
     }
 
@@ -354,16 +355,16 @@ impl Anchor {
 
     /// Starts the committer thread once.
     fn start_committer(self: &Arc<Self>) -> Result<()> {
-        let mut spawned = Ok(());
-        self.committer.call_once(|| {
+        let started = self.committer.get_or_init(|| {
             let shared = Arc::clone(&self.shared);
             let anchor = Arc::downgrade(self);
-            spawned = std::thread::Builder::new()
+            std::thread::Builder::new()
                 .name("anchor-commit".to_owned())
                 .spawn(move || commit_queued(&shared, &anchor))
-                .map(drop);
+                .map(drop)
+                .map_err(|err| format!("cannot start the committer: {err}"))
         });
-        spawned.map_err(|err| Error::AnchorTask(format!("cannot start the committer: {err}")))
+        started.clone().map_err(Error::AnchorTask)
     }
 
     /// Commits one group from the front of the queue: sets `committing`, takes up to
