@@ -124,7 +124,11 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         let render = crate::metrics_setup::renderer(&metrics);
         runtime.spawn(crate::metrics_setup::serve(listener, render));
     }
-    let served = runtime.block_on(bernstein_stdio::serve_stdio(dispatcher));
+    // The serving loop runs on a worker, not on this thread: the calls it spawns then start on
+    // the same worker instead of waking another.
+    let served = runtime
+        .block_on(runtime.spawn(bernstein_stdio::serve_stdio(dispatcher)))
+        .context("the stdio serving loop failed")?;
     // The stdin reader thread may be parked in read(2), which cannot be interrupted; do not
     // wait for it (the stdout writer thread has already written everything).
     runtime.shutdown_background();
