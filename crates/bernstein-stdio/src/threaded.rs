@@ -49,9 +49,11 @@ impl ThreadedStdin {
         std::thread::Builder::new()
             .name("stdin-reader".to_owned())
             .spawn(move || {
+                // One buffer for every read; each chunk sent is a copy of what was read, so a
+                // short line does not pin (or zero) a whole buffer.
+                let mut buffer = vec![0; READ_CHUNK_BYTES];
                 loop {
-                    let mut chunk = vec![0; READ_CHUNK_BYTES];
-                    let read = match source.read(&mut chunk) {
+                    let read = match source.read(&mut buffer) {
                         Ok(0) => return,
                         Ok(read) => read,
                         Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
@@ -60,9 +62,8 @@ impl ThreadedStdin {
                             return;
                         }
                     };
-                    chunk.truncate(read);
                     // The loop is gone when the session ended; nothing is left to read for.
-                    if sender.blocking_send(Ok(chunk)).is_err() {
+                    if sender.blocking_send(Ok(buffer[..read].to_vec())).is_err() {
                         return;
                     }
                 }
