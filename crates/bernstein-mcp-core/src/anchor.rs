@@ -30,16 +30,16 @@
 //!
 //! **Group commit.** Calls that arrive while a group is being committed wait for it, and the
 //! anchor's committer thread (for [`Anchor::anchor_queued`]) or the next thread of
-//! [`Anchor::anchor`] to find no commit in progress takes every waiting call (up to
-//! [`MAX_GROUP`]) as one group: its rows go out in one write and one fsync of the journal, then the settling
+//! [`Anchor::anchor`] to find no commit in progress takes every waiting call (up to [`MAX_GROUP`])
+//! as one group: its rows go out in one write and one fsync of the journal, then the settling
 //! entries and the group's entries in one write and one fsync of the chain, so a burst of `n`
-//! concurrent calls costs two fsyncs per group instead of `2n`. Nothing changes in what is
-//! written: each row and entry is byte for byte the one a lone call would write, call indexes
-//! are given in arrival order, and the chain holds the entries in call-index order. No call is
-//! answered before both fsyncs of its group succeeded; when the entries cannot be written,
-//! every call of the group gets the error and all its rows are taken back. A process killed
-//! between a group's two fsyncs leaves up to [`MAX_GROUP`] rows without entries, which step 4
-//! records as abandoned; the journal writer keeps that many recent rows of each event for it.
+//! concurrent calls costs two fsyncs per group instead of `2n`. Nothing changes in what is written:
+//! each row and entry is byte for byte the one a lone call would write, call indexes are given in
+//! arrival order, and the chain holds the entries in call-index order. No call is answered before
+//! both fsyncs of its group succeeded; when the entries cannot be written, every call of the group
+//! gets the error and all its rows are taken back. A process killed between a group's two fsyncs
+//! leaves up to [`MAX_GROUP`] rows without entries, which step 4 records as abandoned; the journal
+//! writer keeps that many recent rows of each event for it.
 //!
 //! [`reconstruct_call_order`] reads the order back from the audit chain alone, counting an
 //! abandoned index as used (reported, not a gap).

@@ -188,12 +188,14 @@ mod tests {
 
     use super::*;
 
-    /// A sink the test can read after the writer thread is done with it.
+    /// A slow sink the test can read after the writer thread is done with it: each write takes
+    /// a few milliseconds, so buffers are still queued when the last `write_all` returns.
     #[derive(Clone, Default)]
     struct Shared(Arc<Mutex<Vec<u8>>>);
 
     impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            std::thread::sleep(std::time::Duration::from_millis(3));
             self.0.lock().unwrap().extend_from_slice(buf);
             Ok(buf.len())
         }
@@ -237,7 +239,7 @@ mod tests {
     async fn the_writer_thread_writes_every_buffer_in_order() {
         let sink = Shared::default();
         let mut stdout = ThreadedStdout::spawn_writing(sink.clone()).unwrap();
-        for i in 0..100 {
+        for i in 0..20 {
             stdout
                 .write_all(format!("line {i}\n").as_bytes())
                 .await
@@ -245,7 +247,7 @@ mod tests {
         }
         // Shutting down returns only once the thread has written everything queued.
         stdout.shutdown().await.unwrap();
-        let expected: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let expected: String = (0..20).map(|i| format!("line {i}\n")).collect();
         assert_eq!(
             String::from_utf8(sink.0.lock().unwrap().clone()).unwrap(),
             expected

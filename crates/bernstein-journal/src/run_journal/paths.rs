@@ -504,6 +504,18 @@ mod tests {
     }
 
     #[test]
+    fn a_workdir_named_by_a_symlink_canonicalizes_to_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = realpath(dir.path());
+        std::fs::create_dir(base.join("project")).unwrap();
+        std::os::unix::fs::symlink(base.join("project"), base.join("link")).unwrap();
+        assert_eq!(
+            canonicalize_cheaply(&base.join("link")).unwrap(),
+            base.join("project")
+        );
+    }
+
+    #[test]
     fn a_dangling_symlink_is_not_a_missing_path() {
         let dir = tempfile::tempdir().unwrap();
         let base = realpath(dir.path());
