@@ -570,13 +570,18 @@ impl Backend {
                 // in step with its task log, and the store adopts a granted claim before we
                 // answer: a stale backlog can never grant a task twice.
                 let outcome = run_blocking(move || {
-                    store.claim_on_backlog(|rows| {
-                        let origin = backlog_path(&root).display().to_string();
-                        let entries = entries_from_rows(rows, &origin)?;
-                        let outcome = claim_on_entries(&root, key, &request, &entries, None)?;
-                        let claimed = outcome.granted().then(|| outcome.normalised_rows.clone());
-                        Ok::<_, bernstein_journal::Error>((outcome, claimed))
-                    })
+                    store.claim_on_backlog(
+                        |rows| {
+                            let origin = backlog_path(&root).display().to_string();
+                            let entries = entries_from_rows(rows, &origin)?;
+                            claim_on_entries(&root, key, &request, &entries, None)
+                        },
+                        |outcome| {
+                            outcome
+                                .granted()
+                                .then_some(outcome.normalised_rows.as_slice())
+                        },
+                    )
                 })
                 .await???;
                 // The embedded store rewrites the backlog file whenever its tasks change, so a

@@ -12,8 +12,10 @@
 //!    task `claimed` by that claimer (see [`super::ops::adopt_backlog_claim`]), so a task claimed
 //!    through a receipt is never claimed again through the store. A file another store process
 //!    left with every claim on it adopted is not read at all ([`ADOPTED_NOTE_FILE`]).
-//! 2. **Project**, only when a reader needs the file current: before a claim on it
-//!    ([`super::EmbeddedStore::claim_on_backlog`]), on [`super::EmbeddedStore::sync_backlog`],
+//! 2. **Project**, only when a reader needs the file current: for a claim on it
+//!    ([`super::EmbeddedStore::claim_on_backlog`], which claims on the projected rows, has the
+//!    store adopt a grant, and then writes the file once), on
+//!    [`super::EmbeddedStore::sync_backlog`],
 //!    and when the last handle of a store that changed tasks is dropped (best effort). Rows of
 //!    store tasks are rewritten from the store (an `open` task as an `open` row, a
 //!    `claimed`/`in_progress` task as an `in_progress` row naming its claimer; any other status
@@ -203,6 +205,32 @@ fn row_is_plain_open(row: &Object) -> bool {
     status_open && matches!(row.get("claimer"), None | Some(Value::Null))
 }
 
+/// The claims recorded on `rows` (an `in_progress` row naming a claimer) for tasks `is_open`
+/// reports as still `open` in the store.
+pub(crate) fn claims_in(rows: &[Object], is_open: impl Fn(&TaskId) -> bool) -> Vec<BacklogClaim> {
+    rows.iter()
+        .filter_map(|row| {
+            let task_id = row_id(row)?;
+            let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
+                && row_claimer(row).is_some();
+            (claimed && is_open(&task_id)).then(|| BacklogClaim {
+                claimer: row_claimer(row)
+                    .filter(|c| TaskId::parse(c).is_ok())
+                    .map(str::to_owned),
+                claimed_at: row.get("claimed_at").and_then(Value::as_f64),
+                attempts: row
+                    .get("attempts")
+                    .and_then(|a| match a {
+                        Value::Int(n) => n.as_u64(),
+                        _ => None,
+                    })
+                    .and_then(|n| u32::try_from(n).ok()),
+                task_id,
+            })
+        })
+        .collect()
+}
+
 impl LockedBacklog<'_> {
     /// What this read leaves known of the file, for the next read to reuse (`None` for a
     /// missing or unusable file).
@@ -227,30 +255,10 @@ impl LockedBacklog<'_> {
 
     /// Claims recorded on the file for tasks `is_open` reports as still `open` in the store.
     pub(crate) fn claims_to_adopt(&self, is_open: impl Fn(&TaskId) -> bool) -> Vec<BacklogClaim> {
-        let Ok(rows) = &self.rows else {
-            return Vec::new();
-        };
-        rows.iter()
-            .filter_map(|row| {
-                let task_id = row_id(row)?;
-                let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
-                    && row_claimer(row).is_some();
-                (claimed && is_open(&task_id)).then(|| BacklogClaim {
-                    claimer: row_claimer(row)
-                        .filter(|c| TaskId::parse(c).is_ok())
-                        .map(str::to_owned),
-                    claimed_at: row.get("claimed_at").and_then(Value::as_f64),
-                    attempts: row
-                        .get("attempts")
-                        .and_then(|a| match a {
-                            Value::Int(n) => n.as_u64(),
-                            _ => None,
-                        })
-                        .and_then(|n| u32::try_from(n).ok()),
-                    task_id,
-                })
-            })
-            .collect()
+        match &self.rows {
+            Ok(rows) => claims_in(rows, is_open),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Rewrites the file with the projection of the store's tasks when it differs from what
@@ -651,12 +659,15 @@ impl BacklogTracker {
         index: &Index,
         load: impl FnMut(usize) -> Result<Task, Error>,
     ) -> Result<(), Error> {
-        self.sync_and_hold(runtime_dir, lock, index, load).map(drop)
+        let held = self.sync_and_hold(runtime_dir, lock, index, load)?;
+        self.finish_held(runtime_dir, held)
     }
 
-    /// [`BacklogTracker::sync`], keeping the backlog lock: the returned [`HeldBacklog`] holds
-    /// it and the rows now on the file, for a claim to choose from and
-    /// [`BacklogTracker::write_held`] to write back before anyone else can change the file.
+    /// Takes the backlog lock, reads the file and projects the store's tasks onto it without
+    /// writing yet: the returned [`HeldBacklog`] holds the lock and the rows the file must now
+    /// hold, for a claim to choose from. [`BacklogTracker::finish_held`] writes them;
+    /// [`BacklogTracker::project_held`] writes them once the store adopted a claim made on
+    /// them, so a claim rewrites the file once rather than before and after.
     pub(crate) fn sync_and_hold<'a>(
         &mut self,
         runtime_dir: &Path,
@@ -670,20 +681,62 @@ impl BacklogTracker {
         let unadopted = !backlog
             .claims_to_adopt(|id| index.status(id) == Some(TaskStatus::Open))
             .is_empty();
+        let unusable = |problem: String| Error::Storage {
+            operation: "bring the claimable backlog in step in",
+            path: backlog.path.clone(),
+            kind: std::io::ErrorKind::InvalidData,
+            message: format!("left unchanged because it cannot be read: {problem}"),
+        };
         if let Some(problem) = backlog.problem() {
-            return Err(Error::Storage {
-                operation: "bring the claimable backlog in step in",
-                path: backlog.path.clone(),
-                kind: std::io::ErrorKind::InvalidData,
-                message: format!("left unchanged because it cannot be read: {problem}"),
-            });
+            return Err(unusable(problem));
         }
-        let now_on_file = backlog.reconcile(index, load)?;
-        let rows = now_on_file
-            .as_ref()
-            .map_or_else(|| Arc::new(Vec::new()), |known| Arc::clone(&known.rows));
-        self.remember(now_on_file);
-        self.seen = stamp_of(&backlog.path)?;
+        let projection = backlog
+            .projection(index, load)?
+            .ok_or_else(|| unusable(backlog.path.display().to_string()))?;
+        Ok(HeldBacklog {
+            _guard: backlog.guard.take(),
+            path: backlog.path.clone(),
+            rows: projection.rows,
+            pending: projection.text,
+            on_file: backlog.original.clone(),
+            unadopted,
+        })
+    }
+
+    /// Writes the held rows when the file does not hold them yet, records the file as in step
+    /// with the task log, and releases the lock.
+    pub(crate) fn finish_held(
+        &mut self,
+        runtime_dir: &Path,
+        held: HeldBacklog<'_>,
+    ) -> Result<(), Error> {
+        let text = match held.pending {
+            Some(text) => {
+                fsio::write_atomic(&held.path, text.as_bytes())?;
+                Some(Arc::from(text))
+            }
+            None => held.on_file,
+        };
+        let known = text.map(|text| KnownBacklog {
+            text,
+            rows: held.rows,
+            canonical: true,
+        });
+        self.now_in_step(&held.path, known, held.unadopted, runtime_dir)
+    }
+
+    /// Records that the file at `path` now holds `on_file` (`None`: missing or too large to
+    /// keep), brought in step with the task log; `unadopted` says a claim on it is not in the
+    /// log yet, so the next mutation must read it again rather than trust the adopted note.
+    fn now_in_step(
+        &mut self,
+        path: &Path,
+        on_file: Option<KnownBacklog>,
+        unadopted: bool,
+        runtime_dir: &Path,
+    ) -> Result<(), Error> {
+        self.remember(on_file);
+        self.seen = stamp_of(path)?;
         self.looked = true;
         if unadopted {
             self.seen = None;
@@ -692,11 +745,35 @@ impl BacklogTracker {
             note_adopted(runtime_dir, stamp);
         }
         self.behind = false;
-        Ok(HeldBacklog {
-            _guard: backlog.guard.take(),
-            path: backlog.path.clone(),
-            rows,
-        })
+        Ok(())
+    }
+
+    /// Brings the held file in step with the task log again, after the store adopted a claim
+    /// made on the held rows, then releases the lock: the claimed row is projected from the
+    /// log (now holding the claim at its new version) and the file rewritten once. The held
+    /// text stands for the file, which no one else could change while the lock was held.
+    pub(crate) fn project_held(
+        &mut self,
+        runtime_dir: &Path,
+        mut held: HeldBacklog<'_>,
+        index: &Index,
+        load: impl FnMut(usize) -> Result<Task, Error>,
+    ) -> Result<(), Error> {
+        let backlog = LockedBacklog {
+            path: held.path.clone(),
+            guard: held._guard.take(),
+            // The text on the file, which holds the held rows' rendering only when the
+            // projection before the claim had nothing to write.
+            canonical: held.pending.is_none(),
+            original: held.on_file.take(),
+            rows: Ok(Arc::clone(&held.rows)),
+            parsed: false,
+        };
+        let unadopted = !backlog
+            .claims_to_adopt(|id| index.status(id) == Some(TaskStatus::Open))
+            .is_empty();
+        let now_on_file = backlog.reconcile(index, load)?;
+        self.now_in_step(&backlog.path, now_on_file, unadopted, runtime_dir)
     }
 
     /// Writes `rows` (already normalised: `BacklogEntry.to_dict()` objects) over the held
@@ -725,8 +802,14 @@ impl BacklogTracker {
 pub(crate) struct HeldBacklog<'a> {
     _guard: Option<LockGuard<'a>>,
     path: PathBuf,
-    /// The rows on the file.
+    /// The rows the file must hold: the store's tasks projected onto it.
     pub(crate) rows: Arc<Vec<Object>>,
+    /// Their rendering, when the file does not hold it yet.
+    pending: Option<String>,
+    /// The text on the file (`None`: no file).
+    on_file: Option<Arc<str>>,
+    /// Whether a claim on the file is not in the task log yet.
+    unadopted: bool,
 }
 
 /// The backlog row of `task`, or `None` when the task is neither claimable nor held.

@@ -111,6 +111,7 @@ mod record;
 mod scan;
 mod txn;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -564,23 +565,31 @@ impl EmbeddedStore {
     /// Runs `claim` on the rows of `.sdd/runtime/task-backlog.json` under the store lock and
     /// the backlog lock, with the file brought in step with the task log first, so a claim is
     /// never granted from a stale backlog (one a crash left behind the log, or an older copy
-    /// put back), and writes back the rows `claim` returns for a grant (normalised
-    /// `BacklogEntry.to_dict()` objects, written as `json.dumps(rows, indent=2)`) before the
-    /// lock is released. The store then adopts the claim, so the task log (the truth) holds it
-    /// before the caller answers. `claim` is `bernstein-journal`'s `claim_on_entries` over the
-    /// rows, say.
+    /// put back). For a grant, `claimed_rows` gives the rows the claim left (normalised
+    /// `BacklogEntry.to_dict()` objects); the store adopts the claim on them into the task log
+    /// (the truth) and then writes the file once, projected from the log, before the lock is
+    /// released and the caller answers. `claim` is `bernstein-journal`'s `claim_on_entries`
+    /// over the rows, say.
     ///
     /// The claim reads no file: it gets the rows the store already holds, so a claim parses
     /// the backlog at most once, and not at all when the file is as this process last left it.
+    /// Adopting before writing the file rewrites it once per claim instead of twice (the
+    /// claimed rows, then their projection at the task's new version on the next claim). A
+    /// crash between the adoption and the write leaves the file behind the log, which the next
+    /// claim's projection brings in step before it grants anything.
     ///
     /// # Errors
     ///
     /// [`Error::Storage`] when the backlog cannot be brought in step (then `claim` does not
-    /// run) or the claimed rows cannot be written (then the claim is not adopted), and the
-    /// store's errors.
+    /// run), or when the adoption fails and the claimed rows cannot be written either (then
+    /// the claim is in neither, and the caller must not answer it as granted); and the store's
+    /// errors. A projection that fails after the adoption is reported through
+    /// [`EmbeddedStore::evidence_failures`]: the claim is in the log, and the next claim brings
+    /// the file in step.
     pub fn claim_on_backlog<T, E>(
         &self,
-        claim: impl FnOnce(&[Object]) -> Result<(T, Option<Vec<Object>>), E>,
+        claim: impl FnOnce(&[Object]) -> Result<T, E>,
+        claimed_rows: impl FnOnce(&T) -> Option<&[Object]>,
     ) -> Result<Result<T, E>, Error> {
         let mut log = lock_mutex(&self.inner.log);
         let _guard = self.inner.lock.exclusive()?;
@@ -588,42 +597,91 @@ impl EmbeddedStore {
         self.settle_owed(&mut log);
         self.commit(&mut log, |_, _| Ok(()), |()| None)?;
         let inner = &*self.inner;
-        let outcome = {
+        let held = {
             let mut tracker = lock_mutex(&inner.backlog);
-            let synced = {
-                let log = &*log;
-                tracker.sync_and_hold(&inner.runtime, &inner.backlog_lock, log.index(), |slot| {
-                    log.load_slot(slot, false).map(|stored| stored.task)
-                })
-            };
-            let held = synced.map_err(|e| Error::Storage {
-                operation: "bring the claimable backlog in step with the task log in",
-                path: inner.runtime.join(BACKLOG_FILE),
-                kind: std::io::ErrorKind::Other,
-                message: format!(
-                    "the backlog could not be rewritten, so no claim is granted from it: {e}"
-                ),
-            })?;
-            let rows = Arc::clone(&held.rows);
-            match claim(&rows) {
-                Ok((value, Some(claimed))) => {
-                    tracker.write_held(held, claimed)?;
-                    Ok(value)
-                }
-                Ok((value, None)) => Ok(value),
-                Err(e) => Err(e),
-            }
+            let log = &*log;
+            tracker.sync_and_hold(&inner.runtime, &inner.backlog_lock, log.index(), |slot| {
+                log.load_slot(slot, false).map(|stored| stored.task)
+            })
         };
-        if outcome.is_ok()
-            && let Err(e) = self.commit(&mut log, |_, _| Ok(()), |()| None)
-        {
-            self.record_failures(vec![EvidenceFailure {
-                target: "backlog claim adoption".to_owned(),
-                task_id: String::new(),
-                message: e.to_string(),
-            }]);
+        let held = held.map_err(|e| Error::Storage {
+            operation: "bring the claimable backlog in step with the task log in",
+            path: inner.runtime.join(BACKLOG_FILE),
+            kind: std::io::ErrorKind::Other,
+            message: format!("the backlog could not be read, so no claim is granted from it: {e}"),
+        })?;
+        let rows = Arc::clone(&held.rows);
+        let value = claim(&rows);
+        let claimed = match &value {
+            Ok(value) => claimed_rows(value),
+            Err(_) => None,
+        };
+        let Some(claimed) = claimed else {
+            // Nothing was claimed: the file is only brought in step.
+            lock_mutex(&inner.backlog)
+                .finish_held(&inner.runtime, held)
+                .map_err(|e| Error::Storage {
+                    operation: "bring the claimable backlog in step with the task log in",
+                    path: inner.runtime.join(BACKLOG_FILE),
+                    kind: std::io::ErrorKind::Other,
+                    message: format!("the backlog could not be rewritten: {e}"),
+                })?;
+            return Ok(value);
+        };
+        // Only the claims this call made: a claim already on the file that the store could not
+        // adopt (a hostile row) was reported by the commit above and must not fail this one.
+        let is_open = |id: &TaskId| log.index().status(id) == Some(TaskStatus::Open);
+        let already: HashSet<TaskId> = backlog::claims_in(&rows, is_open)
+            .into_iter()
+            .map(|claim| claim.task_id)
+            .collect();
+        let claims: Vec<_> = backlog::claims_in(claimed, is_open)
+            .into_iter()
+            .filter(|claim| !already.contains(&claim.task_id))
+            .collect();
+        let adopted = self.commit(
+            &mut log,
+            |txn, _| {
+                for claim in &claims {
+                    ops::adopt_backlog_claim(
+                        txn,
+                        &claim.task_id,
+                        claim.claimer.clone(),
+                        claim.claimed_at,
+                        claim.attempts,
+                    )?;
+                }
+                Ok(())
+            },
+            |()| None,
+        );
+        let mut tracker = lock_mutex(&inner.backlog);
+        match adopted {
+            Ok(()) => {
+                let log = &*log;
+                let projected = tracker.project_held(&inner.runtime, held, log.index(), |slot| {
+                    log.load_slot(slot, false).map(|stored| stored.task)
+                });
+                if let Err(e) = projected {
+                    self.record_failures(vec![EvidenceFailure {
+                        target: "backlog projection after a claim".to_owned(),
+                        task_id: String::new(),
+                        message: e.to_string(),
+                    }]);
+                }
+            }
+            Err(e) => {
+                // The claim is not in the log: put it on the file, from which the next
+                // mutation adopts it, so the task is never granted twice.
+                tracker.write_held(held, claimed.to_vec())?;
+                self.record_failures(vec![EvidenceFailure {
+                    target: "backlog claim adoption".to_owned(),
+                    task_id: String::new(),
+                    message: e.to_string(),
+                }]);
+            }
         }
-        Ok(outcome)
+        Ok(value)
     }
 
     /// A fresh 12-hex id no task uses or depends on.

@@ -39,12 +39,17 @@ pub(crate) fn claim_on_rows(
     };
     let request = BacklogClaim::new(claimer, ClaimFilter::default());
     store
-        .claim_on_backlog(|rows| {
-            let entries = entries_from_rows(rows, "task-backlog.json")?;
-            let outcome = claim_on_entries(dir, test_key(), &request, &entries, ClaimTime::now())?;
-            let claimed = outcome.granted().then(|| outcome.normalised_rows.clone());
-            Ok::<_, bernstein_journal::Error>((outcome, claimed))
-        })
+        .claim_on_backlog(
+            |rows| {
+                let entries = entries_from_rows(rows, "task-backlog.json")?;
+                claim_on_entries(dir, test_key(), &request, &entries, ClaimTime::now())
+            },
+            |outcome| {
+                outcome
+                    .granted()
+                    .then_some(outcome.normalised_rows.as_slice())
+            },
+        )
         .unwrap()
         .unwrap()
 }
