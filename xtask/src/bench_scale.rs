@@ -438,10 +438,8 @@ fn measure_side_by_side(
                 if started.elapsed() >= budget {
                     break 'pairs;
                 }
-                let call = Instant::now();
-                let answer =
-                    server.call_tool("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
-                let claimed = call.elapsed();
+                let (answer, claimed) = server
+                    .call_tool_timed("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
                 let receipt = unwrap_result(tool_payload(&answer)?)?;
                 if receipt.get("granted").and_then(Value::as_bool) != Some(true) {
                     eprintln!(
@@ -454,12 +452,10 @@ fn measure_side_by_side(
                     .and_then(Value::as_str)
                     .with_context(|| format!("a granted claim without taskId: {receipt}"))?
                     .to_owned();
-                let call = Instant::now();
-                let answer = server.call_tool(
+                let (answer, completed) = server.call_tool_timed(
                     "bernstein_complete",
                     json!({"task_id": task_id, "result_summary": "scale benchmark"}),
                 )?;
-                let completed = call.elapsed();
                 tool_payload(&answer).context("bernstein_complete")?;
                 tool_payload(
                     &server
@@ -508,9 +504,8 @@ fn measure_tools(
         let timing = &mut timings[index(tool)];
         while timing.latencies.len() < options.calls && started.elapsed() < budget {
             let server = &mut servers[timing.latencies.len() % servers.len()];
-            let call = Instant::now();
-            let answer = server.call_tool(tool, arguments.clone())?;
-            timing.latencies.push(call.elapsed());
+            let (answer, latency) = server.call_tool_timed(tool, arguments.clone())?;
+            timing.latencies.push(latency);
             tool_payload(&answer)
                 .with_context(|| format!("{tool} at call {}", call_count(timing)))?;
         }
@@ -524,9 +519,8 @@ fn measure_tools(
     {
         let server = &mut servers[turn % servers.len()];
         turn += 1;
-        let call = Instant::now();
-        let answer = server.call_tool("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
-        let claimed = call.elapsed();
+        let (answer, claimed) =
+            server.call_tool_timed("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
         let receipt = unwrap_result(tool_payload(&answer)?)?;
         if receipt.get("granted").and_then(Value::as_bool) != Some(true) {
             eprintln!(
@@ -541,14 +535,13 @@ fn measure_tools(
             .with_context(|| format!("a granted claim without taskId: {receipt}"))?
             .to_owned();
         let server = &mut servers[turn % servers.len()];
-        let call = Instant::now();
-        let answer = server.call_tool(
+        let (answer, completed) = server.call_tool_timed(
             "bernstein_complete",
             json!({"task_id": task_id, "result_summary": "scale benchmark"}),
         )?;
         timings[index("bernstein_complete")]
             .latencies
-            .push(call.elapsed());
+            .push(completed);
         tool_payload(&answer).context("bernstein_complete")?;
     }
     for (tool, timing) in TOOLS.iter().zip(&timings) {

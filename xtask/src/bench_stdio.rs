@@ -736,9 +736,8 @@ fn measure_series(
     }
     let mut latencies = Vec::with_capacity(calls);
     for _ in 0..calls {
-        let started = Instant::now();
-        let answer = server.call_tool(tool, arguments.clone())?;
-        latencies.push(started.elapsed());
+        let (answer, latency) = server.call_tool_timed(tool, arguments.clone())?;
+        latencies.push(latency);
         tool_payload(&answer).with_context(|| format!("{server_label} {tool}"))?;
     }
     let peak_rss_kib = server.peak_rss_kib();
@@ -848,12 +847,24 @@ impl StdioServer {
 
     /// Sends one request and waits for its answer, skipping notifications; returns `result`.
     fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        self.request_timed(method, params).map(|(result, _)| result)
+    }
+
+    /// [`StdioServer::request`], also returning the time from just before the request was
+    /// written to the moment the answer's last byte was read. The answer is parsed after the
+    /// clock stops: xtask is a debug build, and its JSON parse of a large answer (a claim
+    /// receipt carrying a 1,000-row snapshot is about 470 KB) would otherwise be timed as the
+    /// server's latency.
+    fn request_timed(&mut self, method: &str, params: Value) -> anyhow::Result<(Value, Duration)> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let started = Instant::now();
+        self.send(&request)?;
         loop {
             self.line.clear();
             let read = self.stdout.read_line(&mut self.line)?;
+            let answered = started.elapsed();
             ensure!(
                 read > 0,
                 "the server closed stdout before answering {method}"
@@ -866,10 +877,11 @@ impl StdioServer {
             if let Some(error) = message.get("error") {
                 bail!("{method} answered a JSON-RPC error: {error}");
             }
-            return message
+            let result = message
                 .get_mut("result")
                 .map(Value::take)
-                .with_context(|| format!("{method} answered without a result: {message}"));
+                .with_context(|| format!("{method} answered without a result: {message}"))?;
+            return Ok((result, answered));
         }
     }
 
@@ -904,6 +916,8 @@ impl StdioServer {
                 "the server closed stdout with {} calls in flight",
                 in_flight.len()
             );
+            // The clock stops at the read, before the debug build's parse of the answer.
+            let answered_at = Instant::now();
             let message: Value = serde_json::from_str(&self.line)
                 .with_context(|| format!("not JSON-RPC: {}", self.line.trim_end()))?;
             let Some(sent_at) = message
@@ -913,7 +927,7 @@ impl StdioServer {
             else {
                 continue;
             };
-            latencies.push(sent_at.elapsed());
+            latencies.push(answered_at.duration_since(sent_at));
             if let Some(error) = message.get("error") {
                 bail!("{name} answered a JSON-RPC error: {error}");
             }
@@ -933,6 +947,16 @@ impl StdioServer {
 
     pub(crate) fn call_tool(&mut self, name: &str, arguments: Value) -> anyhow::Result<Value> {
         self.request("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+
+    /// [`StdioServer::call_tool`] with its latency: from just before the request was written
+    /// to the read of the answer's last byte, the answer's parse not included.
+    pub(crate) fn call_tool_timed(
+        &mut self,
+        name: &str,
+        arguments: Value,
+    ) -> anyhow::Result<(Value, Duration)> {
+        self.request_timed("tools/call", json!({"name": name, "arguments": arguments}))
     }
 
     /// The process's peak resident set so far, from `/proc` (Linux only).
