@@ -417,3 +417,64 @@ fn a_backlog_another_store_adopted_is_not_parsed_again() {
     assert_eq!(adopted.status, TaskStatus::Claimed);
     assert_eq!(adopted.claimed_by.as_deref(), Some("outsider"));
 }
+
+/// A granted claim the task log cannot take (its adoption fails) is written to the backlog file
+/// instead, from which the next mutation adopts it: the granted task never stays claimable.
+#[test]
+fn a_claim_the_log_cannot_take_is_kept_on_the_backlog_and_adopted_later() {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_on_entries, entries_from_rows,
+    };
+
+    let (dir, store) = project();
+    let task = store.create_task(request("only")).unwrap();
+    let log = log_path(dir.path());
+    let aside = runtime(dir.path()).join("tasks.jsonl.aside");
+    let claim = BacklogClaim::new("worker", ClaimFilter::default());
+    let outcome = store
+        .claim_on_backlog(
+            |rows| {
+                let entries = entries_from_rows(rows, "task-backlog.json")?;
+                let outcome =
+                    claim_on_entries(dir.path(), test_key(), &claim, &entries, ClaimTime::now())?;
+                // The log becomes unwritable between the claim and its adoption.
+                std::fs::rename(&log, &aside).unwrap();
+                std::fs::create_dir(&log).unwrap();
+                Ok::<_, bernstein_journal::Error>(outcome)
+            },
+            |outcome| {
+                outcome
+                    .granted()
+                    .then_some(outcome.normalised_rows.as_slice())
+            },
+        )
+        .unwrap()
+        .unwrap();
+    assert!(outcome.granted());
+    assert_eq!(outcome.receipt.task_id, task.id.as_str());
+    assert!(
+        store
+            .evidence_failures()
+            .iter()
+            .any(|failure| failure.target == "backlog claim adoption"),
+        "{:?}",
+        store.evidence_failures()
+    );
+    std::fs::remove_dir(&log).unwrap();
+    std::fs::rename(&aside, &log).unwrap();
+    let backlog = std::fs::read_to_string(runtime(dir.path()).join("task-backlog.json")).unwrap();
+    assert!(backlog.contains(r#""claimer": "worker""#), "{backlog}");
+    assert_eq!(store.get_task(&task.id).unwrap().status, TaskStatus::Open);
+
+    store.create_task(request("next")).unwrap();
+    let adopted = store.get_task(&task.id).unwrap();
+    assert_eq!(adopted.status, TaskStatus::Claimed);
+    assert_eq!(adopted.claimed_by.as_deref(), Some("worker"));
+    let other = claim_on_rows(&store, dir.path(), "other");
+    assert!(other.granted());
+    assert_ne!(
+        other.receipt.task_id,
+        task.id.as_str(),
+        "the task was granted twice"
+    );
+}
