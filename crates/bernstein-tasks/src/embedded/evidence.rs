@@ -79,19 +79,19 @@ impl EvidenceSinks {
         failures
     }
 
-    /// Appends the audit events in order (when the store has a chain) and returns what failed.
+    /// Appends the audit events in order (when the store has a chain), as one group: one
+    /// write and one fsync of the chain for all of them (a group commit's events included),
+    /// all or none on disk. Returns what failed: every event, when the group did.
     pub(crate) fn write_events(&self, events: &[AuditEvent]) -> Vec<EvidenceFailure> {
         let mut failures = Vec::new();
-        if let Some(chain) = &self.chain {
-            for event in events {
-                if let Err(e) = chain.append(event) {
-                    failures.push(EvidenceFailure {
-                        target: format!("audit event {}", event.event_type),
-                        task_id: event.resource_id.clone(),
-                        message: e.to_string(),
-                    });
-                }
-            }
+        if let Some(chain) = &self.chain
+            && let Err(e) = chain.append_many(events)
+        {
+            failures.extend(events.iter().map(|event| EvidenceFailure {
+                target: format!("audit event {}", event.event_type),
+                task_id: event.resource_id.clone(),
+                message: e.to_string(),
+            }));
         }
         warn(&failures);
         failures

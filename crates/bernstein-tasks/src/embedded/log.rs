@@ -84,8 +84,9 @@ pub struct TornTail {
     pub removed: bool,
 }
 
-/// What this process read from its task log, for tests and benchmarks: catching up must read
-/// only what other processes appended.
+/// What this process read from its task log, and how often it synced it, for tests and
+/// benchmarks: catching up must read only what other processes appended, and concurrent
+/// mutations share one `fdatasync`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogReadStats {
     /// Bytes read by catch-ups (appended records; a transaction cut by a read chunk is read
@@ -100,6 +101,8 @@ pub struct LogReadStats {
     pub prefix_changes: u64,
     /// Full records read back from the log on demand (index hits that missed the cache).
     pub record_loads: u64,
+    /// `fdatasync`s of the log by this process's mutations (one per group of mutations).
+    pub syncs: u64,
 }
 
 /// Evidence a committed transaction owes: what its last record carries under `evidence`.
@@ -800,15 +803,18 @@ impl TaskLog {
         Ok(())
     }
 
-    /// Appends `records` (one transaction) durably, with the evidence it owes on its last line:
-    /// seals crash debris first, writes every line in one `write(2)`, `fdatasync`s, and fsyncs
-    /// the directory when the file is new. Call with the exclusive lock held, right after
+    /// Appends `records` (one transaction), with the evidence it owes on its last line: seals
+    /// crash debris first, writes every line in one `write(2)`, and fsyncs the directory when
+    /// the file is new; with `sync`, `fdatasync`s the file too, and otherwise the caller must
+    /// call [`TaskLog::sync`] before anything relies on the change (a group of transactions
+    /// shares that one sync). Call with the exclusive lock held, right after
     /// [`TaskLog::catch_up`]. On failure the bytes this call wrote are cut off again, so the
     /// change does not take effect. Returns the transaction's end offset when it owes evidence.
     pub(crate) fn append(
         &mut self,
         records: Vec<StoredTask>,
         evidence: Option<Object>,
+        sync: bool,
     ) -> Result<Option<u64>, Error> {
         if records.is_empty() {
             return Ok(None);
@@ -823,7 +829,10 @@ impl TaskLog {
             bytes.push_str(&stored.to_line_with_evidence(batch, owed));
             spans.push((start, bytes.len() - start));
         }
-        let (body_start, end) = self.write_lines(&bytes, size as u64, true)?;
+        let (body_start, end) = self.write_lines(&bytes, size as u64, sync)?;
+        if sync {
+            self.stats.borrow_mut().syncs += 1;
+        }
         let first_line = self.lines - size as u64 + 1;
         let mut last = None;
         for (index, (stored, (start, len))) in records.into_iter().zip(spans).enumerate() {
@@ -857,6 +866,34 @@ impl TaskLog {
         self.write_lines(&line, 1, false)?;
         self.owed.retain(|owed| owed.end != end);
         Ok(())
+    }
+
+    /// `fdatasync`s the log, making every transaction [`TaskLog::append`]ed without `sync`
+    /// durable. Call with the exclusive lock still held since those appends.
+    pub(crate) fn sync(&mut self) -> Result<(), Error> {
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| Error::storage("open", &self.path, &e))?;
+        file.sync_data()
+            .map_err(|e| Error::storage("fdatasync", &self.path, &e))?;
+        self.stats.borrow_mut().syncs += 1;
+        Ok(())
+    }
+
+    /// Where the next transaction will start: the end of the last committed record.
+    pub(crate) fn end(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Cuts the log back to `end` (an earlier [`TaskLog::end`]), best effort, after appends
+    /// whose [`TaskLog::sync`] failed, and forgets what was folded, so the next catch-up reads
+    /// the file as it is rather than trusting changes that may not be on disk.
+    pub(crate) fn take_back(&mut self, end: u64) {
+        if let Ok(file) = OpenOptions::new().write(true).open(&self.path) {
+            let _ = file.set_len(end).and_then(|()| file.sync_data());
+        }
+        self.reset();
     }
 
     /// Appends `body` (`body_lines` complete lines) after sealing any debris, and returns where
@@ -1147,7 +1184,7 @@ mod tests {
             });
             prop_assert_eq!(log.tears_seen().first().copied(), tear);
 
-            log.append(vec![snapshot(9, 1)], None).unwrap();
+            log.append(vec![snapshot(9, 1)], None, true).unwrap();
             // The debris is sealed in place, never cut: it may be a lockless writer's.
             let after = std::fs::read(&path).unwrap();
             prop_assert_eq!(&after[..cut], &bytes[..cut]);
@@ -1169,7 +1206,7 @@ mod tests {
             // A second append after the seal folds cleanly too.
             let mut again = TaskLog::new(fresh.path.clone());
             again.catch_up().unwrap();
-            again.append(vec![snapshot(8, 1)], None).unwrap();
+            again.append(vec![snapshot(8, 1)], None, true).unwrap();
             let mut last = TaskLog::new(fresh.path.clone());
             last.catch_up().unwrap();
             prop_assert_eq!(last.len(), order.len() + 2);

@@ -52,6 +52,11 @@
 //! 8. compact the log when it holds `COMPACT_RECORDS_PER_TASK` records per task (amortized:
 //!    the rewrite costs the log's size and happens once per that many records).
 //!
+//! Mutations of one process that arrive while the store is held are committed together as one
+//! group (`EmbeddedStore::commit_group`): steps 3 to 5 run for each in turn, each its own
+//! transaction, with one `fdatasync` for the group at the end of step 5; steps 6 to 8 then run
+//! once for the group, in transaction order. No mutation is answered before that `fdatasync`.
+//!
 //! The in-memory state is an index of the log (module `index`): the fields decisions need and
 //! where each task's current line is; full records are read back on demand. No step above
 //! parses or rewrites a whole file under the lock, except that rare compaction and a backlog
@@ -111,6 +116,7 @@ mod record;
 mod scan;
 mod txn;
 
+use std::any::Any;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -203,12 +209,111 @@ struct Inner {
     lock: LockFile,
     backlog_lock: LockFile,
     log: Mutex<TaskLog>,
+    /// Mutations waiting for the next group commit; locked alone, never while waiting for
+    /// `log`.
+    queue: MutationQueue,
     /// What this process knows of the backlog file; locked after `log`, never before it.
     backlog: Mutex<BacklogTracker>,
     evidence: evidence::EvidenceSinks,
     failures: Mutex<Vec<EvidenceFailure>>,
     random: SystemRandom,
     crash_point: Mutex<Option<CrashPoint>>,
+}
+
+/// A mutation's result, type-erased so that mutations of different kinds share one group.
+type Outcome = Result<Box<dyn Any + Send>, Error>;
+
+/// Where a queued mutation's outcome is left for its caller.
+type Answer = Arc<Mutex<Option<Outcome>>>;
+
+/// A mutation's decision over its transaction.
+type Decide<'a> = Box<dyn FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Outcome + Send + 'a>;
+
+/// What names the plan document a mutation's result moves to.
+type PlanOf<'a> = Box<dyn FnOnce(&(dyn Any + Send)) -> Option<Object> + Send + 'a>;
+
+/// One mutation of a group: its decision over a transaction, and the plan document its result
+/// moves to.
+struct Mutation<'a> {
+    decide: Decide<'a>,
+    plan_of: PlanOf<'a>,
+}
+
+impl<'a> Mutation<'a> {
+    fn new<T: Send + 'static>(
+        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error> + Send + 'a,
+        plan_of: impl FnOnce(&T) -> Option<Object> + Send + 'a,
+    ) -> Mutation<'a> {
+        Mutation {
+            decide: Box::new(move |txn, store| {
+                decide(txn, store).map(|value| Box::new(value) as Box<dyn Any + Send>)
+            }),
+            plan_of: Box::new(move |value| {
+                let value: &dyn Any = value;
+                value.downcast_ref::<T>().and_then(plan_of)
+            }),
+        }
+    }
+}
+
+/// A mutation waiting for the next group commit.
+struct Queued {
+    mutation: Mutation<'static>,
+    answer: Answer,
+}
+
+/// The mutations waiting for the next group commit, in arrival order.
+#[derive(Default)]
+struct MutationQueue(Mutex<Vec<Queued>>);
+
+impl std::fmt::Debug for MutationQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MutationQueue")
+            .field("queued", &lock_mutex(&self.0).len())
+            .finish()
+    }
+}
+
+/// A transaction of a group that reached the log, waiting for the group's sync and evidence.
+struct Committed {
+    /// Its mutation's place in the group.
+    at: usize,
+    value: Box<dyn Any + Send>,
+    owed: Owed,
+    /// Its end offset, when it owes evidence.
+    end: Option<u64>,
+}
+
+/// The error of a mutation a group left without an outcome (which only a panic inside the group
+/// can do).
+fn unanswered(path: &Path) -> Error {
+    Error::Storage {
+        operation: "commit a change to",
+        path: path.to_path_buf(),
+        kind: std::io::ErrorKind::Interrupted,
+        message: "the group commit holding this change stopped before answering it".to_owned(),
+    }
+}
+
+/// The same failure for each of `count` mutations.
+fn failed_all(error: &Error, count: usize) -> Vec<Outcome> {
+    (0..count).map(|_| Err(error.clone())).collect()
+}
+
+/// Every mutation's outcome, in order.
+fn finish(outcomes: Vec<Option<Outcome>>, path: &Path) -> Vec<Outcome> {
+    outcomes
+        .into_iter()
+        .map(|outcome| outcome.unwrap_or_else(|| Err(unanswered(path))))
+        .collect()
+}
+
+/// A mutation's result as the type its decision returned.
+fn downcast<T: 'static>(value: Box<dyn Any + Send>, path: &Path) -> Result<T, Error> {
+    value
+        .downcast::<T>()
+        .map(|value| *value)
+        .map_err(|_| unanswered(path))
 }
 
 fn lock_mutex<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -254,6 +359,7 @@ impl EmbeddedStore {
                 evidence: evidence::EvidenceSinks::new(&workdir, chain),
                 plans: plans::plans_dir(&sdd),
                 log: Mutex::new(TaskLog::new(runtime.join(TASK_LOG_FILE))),
+                queue: MutationQueue::default(),
                 backlog: Mutex::new(BacklogTracker::default()),
                 workdir,
                 runtime,
@@ -361,16 +467,60 @@ impl EmbeddedStore {
 
     /// Runs one mutation (see the module documentation for the steps). `plan_of` names the plan
     /// document the change moves to, if any; it is owed like the other evidence.
-    fn mutate<T>(
+    ///
+    /// **Group commit.** The mutation is queued; whichever caller next holds the log commits
+    /// every queued mutation as one group ([`EmbeddedStore::commit_group`]): each decided and
+    /// appended in queue order as its own transaction, then one `fdatasync` of the log for all
+    /// of them, then their evidence. So concurrent mutations (HTTP requests, pipelined stdio
+    /// calls) share the log's sync and the audit chain's, and none is answered before the sync
+    /// that makes it durable. A lone mutation is a group of one.
+    fn mutate<T: Send + 'static>(
         &self,
-        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error>,
-        plan_of: impl FnOnce(&T) -> Option<bernstein_protocol::pyjson::Object>,
+        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error> + Send + 'static,
+        plan_of: impl FnOnce(&T) -> Option<Object> + Send + 'static,
     ) -> Result<T, Error> {
-        let mut log = lock_mutex(&self.inner.log);
-        let _guard = self.inner.lock.exclusive()?;
-        log.catch_up()?;
-        self.settle_owed(&mut log);
-        self.commit(&mut log, decide, plan_of)
+        let answer: Answer = Arc::new(Mutex::new(None));
+        lock_mutex(&self.inner.queue.0).push(Queued {
+            mutation: Mutation::new(decide, plan_of),
+            answer: Arc::clone(&answer),
+        });
+        {
+            let mut log = lock_mutex(&self.inner.log);
+            // The group that held the log while this mutation queued may have committed it.
+            if lock_mutex(&answer).is_none() {
+                let group = std::mem::take(&mut *lock_mutex(&self.inner.queue.0));
+                let (mutations, answers): (Vec<_>, Vec<_>) = group
+                    .into_iter()
+                    .map(|queued| (queued.mutation, queued.answer))
+                    .unzip();
+                let results = self.commit_caught_up(&mut log, mutations);
+                for (slot, result) in answers.iter().zip(results) {
+                    *lock_mutex(slot) = Some(result);
+                }
+            }
+        }
+        let path = self.task_log_path();
+        // Only a group that panicked after taking this mutation from the queue leaves it
+        // unanswered; whether it reached the log is for the next reader to see.
+        let result = lock_mutex(&answer)
+            .take()
+            .unwrap_or_else(|| Err(unanswered(&path)));
+        result.and_then(|value| downcast(value, &path))
+    }
+
+    /// Takes the exclusive lock, catches up, writes owed evidence, and commits `mutations` as
+    /// one group, answering each in order.
+    fn commit_caught_up(&self, log: &mut TaskLog, mutations: Vec<Mutation<'_>>) -> Vec<Outcome> {
+        let count = mutations.len();
+        let _guard = match self.inner.lock.exclusive() {
+            Ok(guard) => guard,
+            Err(e) => return failed_all(&e, count),
+        };
+        if let Err(e) = log.catch_up() {
+            return failed_all(&e, count);
+        }
+        self.settle_owed(log);
+        self.commit_group(log, mutations)
     }
 
     /// Writes the evidence the log says is still owed (idempotently) and marks each
@@ -417,22 +567,41 @@ impl EmbeddedStore {
         self.record_failures(failures);
     }
 
-    /// One mutation under the held exclusive lock, after catching up: adopt claims made on the
-    /// backlog file (read only when it changed), decide, append (the acknowledgement point),
-    /// write the owed evidence and mark it written, and compact when the log has grown to
-    /// `COMPACT_RECORDS_PER_TASK` times its tasks. Nothing here reads or rewrites a whole file
-    /// except that rare compaction and a backlog another process changed.
-    fn commit<T>(
+    /// One mutation under the held exclusive lock, after catching up: a group of one (see
+    /// [`EmbeddedStore::commit_group`]).
+    fn commit<T: Send + 'static>(
         &self,
         log: &mut TaskLog,
-        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error>,
-        plan_of: impl FnOnce(&T) -> Option<bernstein_protocol::pyjson::Object>,
+        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error> + Send,
+        plan_of: impl FnOnce(&T) -> Option<Object> + Send,
     ) -> Result<T, Error> {
+        let path = self.task_log_path();
+        self.commit_group(log, vec![Mutation::new(decide, plan_of)])
+            .pop()
+            .unwrap_or_else(|| Err(unanswered(&path)))
+            .and_then(|value| downcast(value, &path))
+    }
+
+    /// Mutations under the held exclusive lock, after catching up, as one group: adopt claims
+    /// made on the backlog file (read only when it changed) with the first transaction that
+    /// commits; decide and append each mutation in order as its own transaction (a mutation
+    /// that fails changes nothing and does not stop the others); `fdatasync` the log once (the
+    /// acknowledgement point of every transaction in the group); write the owed evidence of
+    /// all of them (plan documents, then run-journal rows, then audit events, each in
+    /// transaction order) and mark it written; and compact when the log has grown to
+    /// `COMPACT_RECORDS_PER_TASK` times its tasks. Nothing here reads or rewrites a whole file
+    /// except that rare compaction and a backlog another process changed. Returns each
+    /// mutation's outcome, in order.
+    fn commit_group(&self, log: &mut TaskLog, mutations: Vec<Mutation<'_>>) -> Vec<Outcome> {
         let inner = &*self.inner;
+        let count = mutations.len();
         let mut tracker = lock_mutex(&inner.backlog);
-        let changed = tracker.changed_claims(&inner.runtime, &inner.backlog_lock, |id| {
+        let changed = match tracker.changed_claims(&inner.runtime, &inner.backlog_lock, |id| {
             log.index().status(id) == Some(TaskStatus::Open)
-        })?;
+        }) {
+            Ok(changed) => changed,
+            Err(e) => return failed_all(&e, count),
+        };
         let mut failures = Vec::new();
         if let Some(problem) = changed.as_ref().and_then(|changed| changed.problem.clone()) {
             failures.push(EvidenceFailure {
@@ -441,83 +610,153 @@ impl EmbeddedStore {
                 message: format!("left unchanged because it cannot be read: {problem}"),
             });
         }
-        let mut txn = Txn::new(log, fsio::now_unix());
-        let mut all_adopted = true;
-        for claim in changed.iter().flat_map(|changed| &changed.claims) {
-            // A row this store cannot take over (a claim time of -1, NaN or Infinity, say) is
-            // reported and skipped: one hostile row must not stop every mutation.
-            let adopted = ops::adopt_backlog_claim(
-                &mut txn,
-                &claim.task_id,
-                claim.claimer.clone(),
-                claim.claimed_at,
-                claim.attempts,
-            );
-            if let Err(e) = adopted {
-                all_adopted = false;
-                tracing::warn!(
-                    target: "bernstein_tasks::embedded",
-                    task_id = %claim.task_id,
-                    "backlog row skipped, its claim cannot be adopted: {e}"
-                );
-                failures.push(EvidenceFailure {
-                    target: format!("backlog row {}", claim.task_id),
-                    task_id: claim.task_id.to_string(),
-                    message: format!("claim not adopted, row skipped: {e}"),
-                });
+        let claims = changed
+            .as_ref()
+            .map_or(&[][..], |changed| &changed.claims[..]);
+        let group_start = log.end();
+        let mut outcomes: Vec<Option<Outcome>> = (0..count).map(|_| None).collect();
+        let mut committed: Vec<Committed> = Vec::new();
+        // The claims are adopted in the first transaction that commits; `None` until then.
+        let mut all_adopted = None;
+        let mut adoption_reported = false;
+        let mut wrote = false;
+        for (at, mutation) in mutations.into_iter().enumerate() {
+            let mut txn = Txn::new(log, fsio::now_unix());
+            let mut adopted = true;
+            if all_adopted.is_none() {
+                for claim in claims {
+                    // A row this store cannot take over (a claim time of -1, NaN or Infinity,
+                    // say) is reported and skipped: one hostile row must not stop every
+                    // mutation.
+                    let adoption = ops::adopt_backlog_claim(
+                        &mut txn,
+                        &claim.task_id,
+                        claim.claimer.clone(),
+                        claim.claimed_at,
+                        claim.attempts,
+                    );
+                    if let Err(e) = adoption {
+                        adopted = false;
+                        if !adoption_reported {
+                            tracing::warn!(
+                                target: "bernstein_tasks::embedded",
+                                task_id = %claim.task_id,
+                                "backlog row skipped, its claim cannot be adopted: {e}"
+                            );
+                            failures.push(EvidenceFailure {
+                                target: format!("backlog row {}", claim.task_id),
+                                task_id: claim.task_id.to_string(),
+                                message: format!("claim not adopted, row skipped: {e}"),
+                            });
+                        }
+                    }
+                }
+                adoption_reported = true;
+            }
+            let value = match (mutation.decide)(&mut txn, self) {
+                Ok(value) => value,
+                Err(e) => {
+                    outcomes[at] = Some(Err(e));
+                    continue;
+                }
+            };
+            let (records, journal, audit) = txn.into_parts();
+            let owed = Owed {
+                rows: journal.iter().map(OwedRow::from).collect(),
+                // Without a chain no audit event is written, so none is owed.
+                events: if inner.evidence.chain().is_some() {
+                    audit
+                } else {
+                    Vec::new()
+                },
+                plan: (mutation.plan_of)(&*value),
+            };
+            let has_records = !records.is_empty();
+            match log.append(records, (!owed.is_empty()).then(|| owed.to_object()), false) {
+                Ok(end) => {
+                    wrote |= has_records;
+                    all_adopted.get_or_insert(adopted);
+                    committed.push(Committed {
+                        at,
+                        value,
+                        owed,
+                        end,
+                    });
+                }
+                Err(e) => outcomes[at] = Some(Err(e)),
             }
         }
-        let value = match decide(&mut txn, self) {
-            Ok(value) => value,
-            Err(e) => {
-                self.record_failures(failures);
-                return Err(e);
+        if wrote && let Err(e) = log.sync() {
+            // No transaction of the group is durable: take them all back.
+            log.take_back(group_start);
+            for transaction in &committed {
+                outcomes[transaction.at] = Some(Err(e.clone()));
             }
-        };
-        let (records, journal, audit) = txn.into_parts();
-        let owed = Owed {
-            rows: journal.iter().map(OwedRow::from).collect(),
-            // Without a chain no audit event is written, so none is owed.
-            events: if inner.evidence.chain().is_some() {
-                audit
-            } else {
-                Vec::new()
-            },
-            plan: plan_of(&value),
-        };
-        let wrote = !records.is_empty();
-        let end = log.append(records, (!owed.is_empty()).then(|| owed.to_object()))?;
-        if let Some(changed) = changed {
+            drop(tracker);
+            self.record_failures(failures);
+            return finish(outcomes, &self.task_log_path());
+        }
+        if let (Some(changed), Some(all_adopted)) = (changed, all_adopted) {
             tracker.adopted(&inner.runtime, changed, all_adopted);
         }
         if wrote {
             tracker.log_changed();
         }
         drop(tracker);
-        self.crash_at(CrashPoint::AfterLogAppend)?;
-        self.crash_at(CrashPoint::AfterBacklog)?;
-        let mut plan_written = Ok(());
-        if let Some(plan) = &owed.plan
-            && let Err(e) = plans::write_forward(&inner.plans, plan)
-        {
-            failures.push(evidence::plan_failure(plan, &e));
-            plan_written = Err(e);
+        let crashed = self
+            .crash_at(CrashPoint::AfterLogAppend)
+            .and_then(|()| self.crash_at(CrashPoint::AfterBacklog));
+        if let Err(e) = crashed {
+            for transaction in &committed {
+                outcomes[transaction.at] = Some(Err(e.clone()));
+            }
+            self.record_failures(failures);
+            return finish(outcomes, &self.task_log_path());
         }
-        let missed_rows = inner.evidence.write_rows(&owed.rows);
-        self.crash_at(CrashPoint::AfterJournalRows)?;
-        let missed_events = inner.evidence.write_events(&owed.events);
-        let complete = missed_rows.is_empty() && missed_events.is_empty() && plan_written.is_ok();
+        let mut plans_written = Vec::with_capacity(committed.len());
+        for transaction in &committed {
+            let mut written = Ok(());
+            if let Some(plan) = &transaction.owed.plan
+                && let Err(e) = plans::write_forward(&inner.plans, plan)
+            {
+                failures.push(evidence::plan_failure(plan, &e));
+                written = Err(e);
+            }
+            plans_written.push(written);
+        }
+        let rows: Vec<OwedRow> = committed
+            .iter_mut()
+            .flat_map(|transaction| std::mem::take(&mut transaction.owed.rows))
+            .collect();
+        let missed_rows = inner.evidence.write_rows(&rows);
+        if let Err(e) = self.crash_at(CrashPoint::AfterJournalRows) {
+            for transaction in &committed {
+                outcomes[transaction.at] = Some(Err(e.clone()));
+            }
+            self.record_failures(failures);
+            return finish(outcomes, &self.task_log_path());
+        }
+        let events: Vec<_> = committed
+            .iter_mut()
+            .flat_map(|transaction| std::mem::take(&mut transaction.owed.events))
+            .collect();
+        let missed_events = inner.evidence.write_events(&events);
+        let evidence_written = missed_rows.is_empty() && missed_events.is_empty();
         failures.extend(missed_rows);
         failures.extend(missed_events);
-        if complete
-            && let Some(end) = end
-            && let Err(e) = log.mark_evidence_written(end)
-        {
-            failures.push(EvidenceFailure {
-                target: "evidence marker".to_owned(),
-                task_id: String::new(),
-                message: e.to_string(),
-            });
+        for (transaction, plan_written) in committed.into_iter().zip(plans_written) {
+            if evidence_written
+                && plan_written.is_ok()
+                && let Some(end) = transaction.end
+                && let Err(e) = log.mark_evidence_written(end)
+            {
+                failures.push(EvidenceFailure {
+                    target: "evidence marker".to_owned(),
+                    task_id: String::new(),
+                    message: e.to_string(),
+                });
+            }
+            outcomes[transaction.at] = Some(plan_written.map(|()| transaction.value));
         }
         if !log.owes()
             && log.records() >= COMPACT_MIN_RECORDS
@@ -531,7 +770,7 @@ impl EmbeddedStore {
             });
         }
         self.record_failures(failures);
-        plan_written.map(|()| value)
+        finish(outcomes, &self.task_log_path())
     }
 
     /// Brings the backlog file in step with the task log under the held exclusive lock:
@@ -758,10 +997,11 @@ impl EmbeddedStore {
 
     /// See [`TaskBackend::create_subtask`].
     pub fn create_subtask(&self, parent: &TaskId, request: NewTask) -> Result<Task, Error> {
+        let parent = parent.clone();
         self.mutate(
-            |txn, store| {
+            move |txn, store| {
                 let id = store.fresh_id(txn)?;
-                ops::create_subtask(txn, parent, request, id)
+                ops::create_subtask(txn, &parent, request, id)
             },
             |_| None,
         )
@@ -815,12 +1055,14 @@ impl EmbeddedStore {
 
     /// See [`TaskBackend::claim_task`].
     pub fn claim_task(&self, id: &TaskId, claim: &ClaimRequest) -> Result<Task, Error> {
-        self.mutate(|txn, _| ops::claim(txn, id, claim), |_| None)
+        let (id, claim) = (id.clone(), claim.clone());
+        self.mutate(move |txn, _| ops::claim(txn, &id, &claim), |_| None)
     }
 
     /// See [`TaskBackend::complete_task`].
     pub fn complete_task(&self, id: &TaskId, result_summary: &str) -> Result<Task, Error> {
-        match self.mutate(|txn, _| ops::complete(txn, id, result_summary), |_| None)? {
+        let (id, summary) = (id.clone(), result_summary.to_owned());
+        match self.mutate(move |txn, _| ops::complete(txn, &id, &summary), |_| None)? {
             Completion::Done(task) => Ok(task),
             Completion::FailedEmpty(task) => Err(Error::EmptyResultSummary {
                 task_id: task.id.to_string(),
@@ -830,17 +1072,20 @@ impl EmbeddedStore {
 
     /// See [`TaskBackend::approve_task`].
     pub fn approve_task(&self, id: &TaskId, note: &str) -> Result<ApprovalOutcome, Error> {
-        self.mutate(|txn, _| ops::approve(txn, id, note), |_| None)
+        let (id, note) = (id.clone(), note.to_owned());
+        self.mutate(move |txn, _| ops::approve(txn, &id, &note), |_| None)
     }
 
     /// See [`TaskBackend::fail_task`].
     pub fn fail_task(&self, id: &TaskId, reason: &str) -> Result<Task, Error> {
-        self.mutate(|txn, _| ops::fail(txn, id, reason), |_| None)
+        let (id, reason) = (id.clone(), reason.to_owned());
+        self.mutate(move |txn, _| ops::fail(txn, &id, &reason), |_| None)
     }
 
     /// See [`TaskBackend::cancel_task`].
     pub fn cancel_task(&self, id: &TaskId, reason: &str) -> Result<CancelOutcome, Error> {
-        self.mutate(|txn, _| ops::cancel(txn, id, reason), |_| None)
+        let (id, reason) = (id.clone(), reason.to_owned());
+        self.mutate(move |txn, _| ops::cancel(txn, &id, &reason), |_| None)
     }
 
     /// See [`TaskBackend::status_summary`].
@@ -857,15 +1102,16 @@ impl EmbeddedStore {
                 "a plan needs at least one task".to_owned(),
             ));
         }
+        let goal = goal.to_owned();
         self.mutate(
-            |txn, store| {
+            move |txn, store| {
                 let mut planned = Vec::with_capacity(tasks.len());
                 for request in tasks {
                     let id = store.fresh_id(txn)?;
                     planned.push(ops::create_planned(txn, request, id)?);
                 }
                 let plan_id = store.fresh_id(txn)?;
-                Ok(plans::build(plan_id.to_string(), goal, &planned, txn.now))
+                Ok(plans::build(plan_id.to_string(), &goal, &planned, txn.now))
             },
             |plan| Some(plan.to_object()),
         )
@@ -905,14 +1151,15 @@ impl EmbeddedStore {
             PlanStatus::Approved => TaskStatus::Open,
             _ => TaskStatus::Cancelled,
         };
+        let (plan_id, reason) = (plan_id.to_owned(), reason.to_owned());
         self.mutate(
-            |txn, store| {
-                let mut plan = plans::read(&store.inner.plans, plan_id)?;
+            move |txn, store| {
+                let mut plan = plans::read(&store.inner.plans, &plan_id)?;
                 plans::check_decidable(&plan)?;
                 let moved = ops::decide_planned(txn, &plans::task_ids(&plan), target)?;
                 plan.status = decision;
                 plan.decided_at = Some(txn.now);
-                plan.decision_reason = reason.to_owned();
+                plan.decision_reason = reason;
                 Ok((plan, moved))
             },
             |(plan, _)| Some(plan.to_object()),
@@ -1161,5 +1408,121 @@ impl TaskBackend for EmbeddedStore {
         blocking(self.workdir().to_path_buf(), move || {
             store.reject_plan(&plan_id, &reason)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, EmbeddedStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let key = AuditKey::from_master_bytes(b"group commit test key".to_vec());
+        let store = EmbeddedStore::open(dir.path(), Some(key)).unwrap();
+        (dir, store)
+    }
+
+    fn queued(store: &EmbeddedStore) -> usize {
+        lock_mutex(&store.inner.queue.0).len()
+    }
+
+    /// Mutations that queue while a group holds the log are committed as the next group: one
+    /// `fdatasync` of the log for all of them, and none answered before it.
+    #[test]
+    fn mutations_queued_behind_a_group_share_its_successors_sync() {
+        let (_dir, store) = store();
+        store.create_task(NewTask::new("warm", "warm")).unwrap();
+        let before = store.log_read_stats().syncs;
+        const WAITING: usize = 4;
+        let (started, leading) = mpsc::channel();
+        std::thread::scope(|scope| {
+            let leader = scope.spawn(|| {
+                let store_ref = &store;
+                store_ref.mutate(
+                    move |txn, store| {
+                        started.send(()).unwrap();
+                        // Hold the log until the others have queued behind this group.
+                        let deadline = Instant::now() + Duration::from_secs(30);
+                        while queued(store) < WAITING && Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        let id = store.fresh_id(txn)?;
+                        ops::create(txn, NewTask::new("leader", "leader"), id)
+                    },
+                    |_| None,
+                )
+            });
+            leading.recv().unwrap();
+            let followers: Vec<_> = (0..WAITING)
+                .map(|n| {
+                    let store = &store;
+                    scope.spawn(move || {
+                        let task = store.create_task(NewTask::new(format!("f{n}"), "f"))?;
+                        // Answered only once the sync that made it durable has happened.
+                        Ok::<_, Error>((task, store.log_read_stats().syncs))
+                    })
+                })
+                .collect();
+            assert!(leader.join().unwrap().is_ok());
+            for follower in followers {
+                let (task, syncs_seen) = follower.join().unwrap().unwrap();
+                assert_eq!(store.get_task(&task.id).unwrap().title, task.title);
+                assert_eq!(syncs_seen, before + 2, "answered before its group's sync");
+            }
+        });
+        assert_eq!(
+            store.log_read_stats().syncs,
+            before + 2,
+            "the leader's group and one group for the four that queued behind it"
+        );
+        assert_eq!(
+            store.status_summary().unwrap().total,
+            1 + 1 + WAITING as u64
+        );
+        assert_eq!(store.evidence_failures(), []);
+        let report = store.audit_chain().unwrap().verify();
+        assert!(report.ok(), "{:?}", report.verify_messages());
+    }
+
+    /// A mutation of a group that fails changes nothing and does not stop the others.
+    #[test]
+    fn a_failing_mutation_leaves_the_rest_of_its_group_committed() {
+        let (_dir, store) = store();
+        let missing = TaskId::parse("0123456789ab").unwrap();
+        let mut log = lock_mutex(&store.inner.log);
+        let _guard = store.inner.lock.exclusive().unwrap();
+        log.catch_up().unwrap();
+        let outcomes = store.commit_group(
+            &mut log,
+            vec![
+                Mutation::new(
+                    |txn, store| {
+                        let id = store.fresh_id(txn)?;
+                        ops::create(txn, NewTask::new("first", "first"), id)
+                    },
+                    |_| None,
+                ),
+                Mutation::new(
+                    move |txn, _| ops::fail(txn, &missing, "no such task"),
+                    |_| None,
+                ),
+                Mutation::new(
+                    |txn, store| {
+                        let id = store.fresh_id(txn)?;
+                        ops::create(txn, NewTask::new("third", "third"), id)
+                    },
+                    |_| None,
+                ),
+            ],
+        );
+        assert_eq!(outcomes.len(), 3);
+        assert!(outcomes[0].is_ok());
+        assert_eq!(outcomes[1].as_ref().unwrap_err().code(), "unknown_task");
+        assert!(outcomes[2].is_ok());
+        assert_eq!(log.stats().syncs, 1);
+        assert_eq!(log.len(), 2);
     }
 }
