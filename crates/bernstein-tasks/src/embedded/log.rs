@@ -307,6 +307,8 @@ pub(crate) struct TaskLog {
     owed: Vec<OwedAt>,
     /// Every transaction's evidence, when kept for verification.
     history: Option<Vec<OwedEvidence>>,
+    /// The file's length when the last write began (debris a lockless writer left included).
+    last_write_from: u64,
 }
 
 impl TaskLog {
@@ -881,12 +883,14 @@ impl TaskLog {
         Ok(())
     }
 
-    /// Where the next transaction will start: the end of the last committed record.
-    pub(crate) fn end(&self) -> u64 {
-        self.consumed
+    /// The file's length when the last [`TaskLog::append`] began writing: cutting the file back
+    /// to it takes back that append and every later one, and nothing another writer left
+    /// before it.
+    pub(crate) fn last_write_from(&self) -> u64 {
+        self.last_write_from
     }
 
-    /// Cuts the log back to `end` (an earlier [`TaskLog::end`]), best effort, after appends
+    /// Cuts the log back to `end` (a [`TaskLog::last_write_from`]), best effort, after appends
     /// whose [`TaskLog::sync`] failed, and forgets what was folded, so the next catch-up reads
     /// the file as it is rather than trusting changes that may not be on disk.
     pub(crate) fn take_back(&mut self, end: u64) {
@@ -981,6 +985,7 @@ impl TaskLog {
             }
         }
         let body_start = before + bytes.len() as u64;
+        self.last_write_from = before;
         bytes.push_str(body);
         let mut file = file;
         let written = file

@@ -613,7 +613,8 @@ impl EmbeddedStore {
         let claims = changed
             .as_ref()
             .map_or(&[][..], |changed| &changed.claims[..]);
-        let group_start = log.end();
+        // Where the group's first write began: a failed sync cuts the file back to it.
+        let mut group_start = None;
         let mut outcomes: Vec<Option<Outcome>> = (0..count).map(|_| None).collect();
         let mut committed: Vec<Committed> = Vec::new();
         // The claims are adopted in the first transaction that commits; `None` until then.
@@ -674,6 +675,9 @@ impl EmbeddedStore {
             let has_records = !records.is_empty();
             match log.append(records, (!owed.is_empty()).then(|| owed.to_object()), false) {
                 Ok(end) => {
+                    if has_records {
+                        group_start.get_or_insert(log.last_write_from());
+                    }
                     wrote |= has_records;
                     all_adopted.get_or_insert(adopted);
                     committed.push(Committed {
@@ -688,7 +692,9 @@ impl EmbeddedStore {
         }
         if wrote && let Err(e) = log.sync() {
             // No transaction of the group is durable: take them all back.
-            log.take_back(group_start);
+            if let Some(start) = group_start {
+                log.take_back(start);
+            }
             for transaction in &committed {
                 outcomes[transaction.at] = Some(Err(e.clone()));
             }
