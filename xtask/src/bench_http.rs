@@ -9,7 +9,10 @@
 //!    Skipped with a message when the binary has no HTTP transport.
 //!
 //! Requests: `ping`, `tools/call` of `bernstein_status` and `bernstein_run_status` (the bare
-//! server calls `add` instead, its floor for a tool call). Each load is bounded in count and in
+//! server calls `add` instead, its floor for a tool call), and for ours `bernstein_run`, a
+//! durable task-store mutation per request (the store's group commit shows there; the
+//! reference is not loaded with it, since the tasks it would create would slow its later
+//! `bernstein_status` rounds). Each load is bounded in count and in
 //! time (see [`crate::bench_load`]). RSS is read idle (after start) and as the peak after the
 //! 64-client loads.
 
@@ -123,6 +126,7 @@ pub(crate) fn measure(setup: &HttpSetup<'_>, options: HttpOptions) -> anyhow::Re
                 "tools/call floor",
                 "bernstein_status",
                 "bernstein_run_status",
+                "bernstein_run",
             ] {
                 for server in &servers {
                     let Some((label, body)) =
@@ -273,7 +277,7 @@ fn start_reference(setup: &HttpSetup<'_>, cli: &Path, python: &Path) -> anyhow::
         &tool("bernstein_run", json!({"goal": "http benchmark run"})),
     )?;
     let mut requests = bernstein_requests("unused");
-    requests.retain(|(label, _)| *label != "bernstein_run_status");
+    requests.retain(|(label, _)| !matches!(*label, "bernstein_run_status" | "bernstein_run"));
     Ok(Running {
         name: "reference",
         target,
@@ -333,6 +337,10 @@ fn bernstein_requests(run_id: &str) -> Vec<(&'static str, Value)> {
         (
             "bernstein_run_status",
             tool("bernstein_run_status", json!({"run_id": run_id})),
+        ),
+        (
+            "bernstein_run",
+            tool("bernstein_run", json!({"goal": "http benchmark task"})),
         ),
     ]
 }
