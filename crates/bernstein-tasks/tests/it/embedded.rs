@@ -398,7 +398,8 @@ fn a_store_without_a_key_writes_no_audit_chain() {
     assert!(store.audit_chain().is_none());
 }
 
-fn backlog(dir: &Path) -> Vec<Object> {
+/// The rows of the project's backlog file.
+pub(crate) fn backlog(dir: &Path) -> Vec<Object> {
     let text = std::fs::read_to_string(runtime(dir).join("task-backlog.json")).unwrap();
     Value::parse(&text)
         .unwrap()

@@ -5,12 +5,13 @@
 
 use std::path::Path;
 
+use bernstein_protocol::pyjson::Value;
 use bernstein_tasks::backend::{ClaimRequest, ListQuery, StatusSummary};
 use bernstein_tasks::embedded::{EmbeddedStore, MAX_LINE_BYTES};
 use bernstein_tasks::{Error, NewTask, TaskId, TaskStatus};
 use proptest::prelude::*;
 
-use crate::embedded::{claim_on_rows, outsider_claim, runtime, test_key};
+use crate::embedded::{backlog, claim_on_rows, outsider_claim, project, runtime, test_key};
 use crate::suite::request;
 
 fn log_len(dir: &Path) -> u64 {
@@ -346,8 +347,7 @@ fn a_backlog_over_the_cap_is_parsed_again_and_not_kept() {
 fn a_claim_leaves_the_backlog_in_step_with_the_log() {
     use std::os::unix::fs::MetadataExt;
 
-    let dir = tempfile::tempdir().unwrap();
-    let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    let (dir, store) = project();
     for n in 0..5 {
         store.create_task(request(&format!("t{n}"))).unwrap();
     }
@@ -356,36 +356,28 @@ fn a_claim_leaves_the_backlog_in_step_with_the_log() {
     let task = store.get_task(&id).unwrap();
     assert_eq!(task.status, TaskStatus::Claimed);
 
-    let path = runtime(dir.path()).join("task-backlog.json");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let rows = bernstein_protocol::pyjson::Value::parse(&text).unwrap();
+    let rows = backlog(dir.path());
     let row = rows
-        .as_array()
-        .unwrap()
         .iter()
-        .filter_map(|row| row.as_object())
-        .find(|row| row.get("id").and_then(|v| v.as_str()) == Some(id.as_str()))
-        .expect("the claimed task has a row")
-        .clone();
+        .find(|row| row.get("id").and_then(Value::as_str) == Some(id.as_str()))
+        .expect("the claimed task has a row");
     assert_eq!(
-        row.get("status").and_then(|v| v.as_str()),
+        row.get("status").and_then(Value::as_str),
         Some("in_progress")
     );
-    assert_eq!(row.get("claimer").and_then(|v| v.as_str()), Some("worker"));
+    assert_eq!(row.get("claimer").and_then(Value::as_str), Some("worker"));
     let version = row
         .get("metadata")
-        .and_then(|m| m.as_object())
-        .and_then(|m| m.get("version"))
-        .and_then(|v| match v {
-            bernstein_protocol::pyjson::Value::Int(n) => n.as_u64(),
-            _ => None,
-        });
+        .and_then(Value::as_object)
+        .and_then(|metadata| metadata.get("version"))
+        .map(Value::to_python_str);
     assert_eq!(
         version,
-        Some(task.version),
+        Some(task.version.to_string()),
         "the row is not at the adopted version"
     );
 
+    let path = runtime(dir.path()).join("task-backlog.json");
     let inode = std::fs::metadata(&path).unwrap().ino();
     store.sync_backlog().unwrap();
     assert_eq!(
