@@ -256,6 +256,15 @@ impl<'a> Mutation<'a> {
     }
 }
 
+/// Whether a commit may read the backlog file for claims to adopt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backlog {
+    /// Read it when it changed, and adopt the claims on it.
+    Adopt,
+    /// The caller holds the backlog lock and adopts what it claimed itself: leave the file.
+    Held,
+}
+
 /// A mutation waiting for the next group commit.
 struct Queued {
     mutation: Mutation<'static>,
@@ -520,7 +529,7 @@ impl EmbeddedStore {
             return failed_all(&e, count);
         }
         self.settle_owed(log);
-        self.commit_group(log, mutations)
+        self.commit_group(log, Backlog::Adopt, mutations)
     }
 
     /// Writes the evidence the log says is still owed (idempotently) and marks each
@@ -568,23 +577,35 @@ impl EmbeddedStore {
     }
 
     /// One mutation under the held exclusive lock, after catching up: a group of one (see
-    /// [`EmbeddedStore::commit_group`]).
+    /// [`EmbeddedStore::commit_group`]), adopting claims made on the backlog file.
     fn commit<T: Send + 'static>(
         &self,
         log: &mut TaskLog,
         decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error> + Send,
         plan_of: impl FnOnce(&T) -> Option<Object> + Send,
     ) -> Result<T, Error> {
+        self.commit_one(log, Backlog::Adopt, decide, plan_of)
+    }
+
+    /// [`EmbeddedStore::commit`], saying whether the backlog file may be read for claims to
+    /// adopt.
+    fn commit_one<T: Send + 'static>(
+        &self,
+        log: &mut TaskLog,
+        backlog: Backlog,
+        decide: impl FnOnce(&mut Txn<'_>, &EmbeddedStore) -> Result<T, Error> + Send,
+        plan_of: impl FnOnce(&T) -> Option<Object> + Send,
+    ) -> Result<T, Error> {
         let path = self.task_log_path();
-        self.commit_group(log, vec![Mutation::new(decide, plan_of)])
+        self.commit_group(log, backlog, vec![Mutation::new(decide, plan_of)])
             .pop()
             .unwrap_or_else(|| Err(unanswered(&path)))
             .and_then(|value| downcast(value, &path))
     }
 
-    /// Mutations under the held exclusive lock, after catching up, as one group: adopt claims
-    /// made on the backlog file (read only when it changed) with the first transaction that
-    /// commits; decide and append each mutation in order as its own transaction (a mutation
+    /// Mutations under the held exclusive lock, after catching up, as one group: with
+    /// [`Backlog::Adopt`], adopt claims made on the backlog file (read only when it changed)
+    /// with the first transaction that commits; decide and append each mutation in order as its own transaction (a mutation
     /// that fails changes nothing and does not stop the others); `fdatasync` the log once (the
     /// acknowledgement point of every transaction in the group); write the owed evidence of
     /// all of them (plan documents, then run-journal rows, then audit events, each in
@@ -592,13 +613,22 @@ impl EmbeddedStore {
     /// `COMPACT_RECORDS_PER_TASK` times its tasks. Nothing here reads or rewrites a whole file
     /// except that rare compaction and a backlog another process changed. Returns each
     /// mutation's outcome, in order.
-    fn commit_group(&self, log: &mut TaskLog, mutations: Vec<Mutation<'_>>) -> Vec<Outcome> {
+    fn commit_group(
+        &self,
+        log: &mut TaskLog,
+        backlog: Backlog,
+        mutations: Vec<Mutation<'_>>,
+    ) -> Vec<Outcome> {
         let inner = &*self.inner;
         let count = mutations.len();
         let mut tracker = lock_mutex(&inner.backlog);
-        let changed = match tracker.changed_claims(&inner.runtime, &inner.backlog_lock, |id| {
-            log.index().status(id) == Some(TaskStatus::Open)
-        }) {
+        let changed = match backlog {
+            Backlog::Adopt => tracker.changed_claims(&inner.runtime, &inner.backlog_lock, |id| {
+                log.index().status(id) == Some(TaskStatus::Open)
+            }),
+            Backlog::Held => Ok(None),
+        };
+        let changed = match changed {
             Ok(changed) => changed,
             Err(e) => return failed_all(&e, count),
         };
@@ -884,8 +914,12 @@ impl EmbeddedStore {
             .into_iter()
             .filter(|claim| !already.contains(&claim.task_id))
             .collect();
-        let adopted = self.commit(
+        // The backlog lock is held (by `held`), so this commit must not read the file: taking
+        // the lock again on the same descriptor would succeed, and dropping that inner guard
+        // would release the claim's lock before its write.
+        let adopted = self.commit_one(
             &mut log,
+            Backlog::Held,
             |txn, _| {
                 for claim in &claims {
                     ops::adopt_backlog_claim(
@@ -1503,6 +1537,7 @@ mod tests {
         log.catch_up().unwrap();
         let outcomes = store.commit_group(
             &mut log,
+            Backlog::Adopt,
             vec![
                 Mutation::new(
                     |txn, store| {

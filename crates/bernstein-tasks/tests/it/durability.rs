@@ -478,3 +478,52 @@ fn a_claim_the_log_cannot_take_is_kept_on_the_backlog_and_adopted_later() {
         "the task was granted twice"
     );
 }
+
+/// A claim adopts its grant while it holds the backlog lock, so that adoption must not look at
+/// the backlog file again: doing so when the file's stamp moved (a writer that ignores the
+/// lock, here) took the lock a second time on the same descriptor, and dropping that inner
+/// guard released the claim's own lock before the claim's write. The adoption now reads
+/// nothing; the file is parsed once, by the projection before the claim.
+#[test]
+fn a_claim_adopts_its_grant_without_reading_the_backlog_it_holds() {
+    use bernstein_journal::claim::{
+        ClaimFilter, ClaimRequest as BacklogClaim, ClaimTime, claim_on_entries, entries_from_rows,
+    };
+
+    let (dir, store) = project();
+    let task = store.create_task(request("only")).unwrap();
+    store.sync_backlog().unwrap();
+    let path = runtime(dir.path()).join("task-backlog.json");
+    let reads = store.backlog_reads();
+    let claim = BacklogClaim::new("worker", ClaimFilter::default());
+    let outcome = store
+        .claim_on_backlog(
+            |rows| {
+                let entries = entries_from_rows(rows, "task-backlog.json")?;
+                let outcome =
+                    claim_on_entries(dir.path(), test_key(), &claim, &entries, ClaimTime::now())?;
+                // A lockless writer touches the file: same rows, new bytes and stamp.
+                let text = std::fs::read_to_string(&path).unwrap();
+                std::fs::write(&path, format!("{text}\n")).unwrap();
+                Ok::<_, bernstein_journal::Error>(outcome)
+            },
+            |outcome| {
+                outcome
+                    .granted()
+                    .then_some(outcome.normalised_rows.as_slice())
+            },
+        )
+        .unwrap()
+        .unwrap();
+    assert!(outcome.granted());
+    assert_eq!(
+        store.backlog_reads(),
+        reads,
+        "the adoption read the backlog the claim holds"
+    );
+    assert_eq!(
+        store.get_task(&task.id).unwrap().claimed_by.as_deref(),
+        Some("worker")
+    );
+    assert_eq!(store.evidence_failures(), []);
+}
