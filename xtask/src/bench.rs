@@ -23,8 +23,10 @@
 //! `--http-requests N`, `--http-seconds S` (per load, all rounds together), `--no-docs`, and
 //! `--baseline-binary PATH`: another build of `bernstein-mcp` (an earlier commit's release
 //! binary, say) that the `stdio` part measures like ours in every round (`bernstein_run_status`
-//! and `bernstein_status`, meter on) and whose `audit verify` the `verify` part times on the same
-//! chain, interleaved with ours round by round, so a change is measured side by side in one run.
+//! and `bernstein_status`, meter on), whose `audit verify` the `verify` part times on the same
+//! chain, and which the `http` part serves and loads beside ours with every request and client
+//! count, each interleaved with ours round by round, so a change is measured side by side in
+//! one run.
 
 use std::path::{Path, PathBuf};
 
@@ -275,6 +277,7 @@ fn run_parts(
                 results.http = Some(bench_http::measure(
                     &HttpSetup {
                         ours: &binaries.ours,
+                        baseline: options.baseline.as_deref(),
                         rmcp_http: rmcp_http.context("the HTTP baseline was not built")?,
                         reference_cli: reference_cli.as_deref(),
                         python,

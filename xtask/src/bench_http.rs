@@ -86,6 +86,9 @@ struct Running {
 
 pub(crate) struct HttpSetup<'a> {
     pub(crate) ours: &'a Path,
+    /// Another build of `bernstein-mcp` (`--baseline-binary`), loaded beside ours in every
+    /// round, so a change is measured side by side in one run.
+    pub(crate) baseline: Option<&'a Path>,
     pub(crate) rmcp_http: &'a Path,
     pub(crate) reference_cli: Option<&'a Path>,
     pub(crate) python: Option<&'a Path>,
@@ -110,11 +113,15 @@ pub(crate) fn measure(setup: &HttpSetup<'_>, options: HttpOptions) -> anyhow::Re
             .skipped
             .push("reference: not installed (bash ../shared/reference/setup-oracle.sh)".to_owned()),
     }
-    match start_ours(setup)? {
-        Ok(ours) => servers.push(ours),
-        Err(reason) => {
-            eprintln!("bench http: ours SKIPPED: {reason}");
-            results.skipped.push(format!("ours: {reason}"));
+    let builds = std::iter::once(("ours", setup.ours))
+        .chain(setup.baseline.map(|binary| ("baseline", binary)));
+    for (name, binary) in builds {
+        match start_bernstein_mcp(setup, binary, name)? {
+            Ok(running) => servers.push(running),
+            Err(reason) => {
+                eprintln!("bench http: {name} SKIPPED: {reason}");
+                results.skipped.push(format!("{name}: {reason}"));
+            }
         }
     }
     let per_round = Duration::from_secs(options.seconds) / ROUNDS as u32;
@@ -288,13 +295,18 @@ fn start_reference(setup: &HttpSetup<'_>, cli: &Path, python: &Path) -> anyhow::
     })
 }
 
-/// Starts ours, or says why it cannot be measured (`Ok(Err(reason))`).
-fn start_ours(setup: &HttpSetup<'_>) -> anyhow::Result<Result<Running, String>> {
-    let project = setup.scratch.join("ours-http");
+/// Starts a `bernstein-mcp` build (ours, or the baseline) as `name` on its own project, or says
+/// why it cannot be measured (`Ok(Err(reason))`).
+fn start_bernstein_mcp(
+    setup: &HttpSetup<'_>,
+    binary: &Path,
+    name: &'static str,
+) -> anyhow::Result<Result<Running, String>> {
+    let project = setup.scratch.join(format!("{name}-http"));
     std::fs::create_dir_all(project.join(".sdd"))?;
     let port = free_port()?;
-    let log = setup.scratch.join("ours-http.log");
-    let mut command = Command::new(setup.ours);
+    let log = setup.scratch.join(format!("{name}-http.log"));
+    let mut command = Command::new(binary);
     command
         .args(["--transport", "http", "--host", "127.0.0.1", "--port"])
         .arg(port.to_string())
@@ -321,7 +333,7 @@ fn start_ours(setup: &HttpSetup<'_>) -> anyhow::Result<Result<Running, String>> 
     let target = target(port, Some(MCP_TOKEN));
     let run_id = create_run_over_http(&target, &project)?;
     Ok(Ok(Running {
-        name: "ours",
+        name,
         target,
         requests: bernstein_requests(&run_id),
         process,
@@ -419,6 +431,33 @@ pub(crate) fn render(results: &HttpResults) -> String {
             p99,
             if p50 > 0.0 { p99 / p50 } else { 0.0 }
         ));
+    }
+    let side_by_side: Vec<String> = results
+        .rows
+        .iter()
+        .filter(|row| row.server == "ours")
+        .filter_map(|ours| {
+            let baseline = find(&results.rows, "baseline", ours.request, ours.clients)?;
+            let base = baseline.result.requests_per_second();
+            (base > 0.0).then(|| {
+                format!(
+                    "  {:<21} {:>7} {:>10.1} {:>10.1} {:>9.2}x\n",
+                    ours.request,
+                    ours.clients,
+                    ours.result.requests_per_second(),
+                    base,
+                    ours.result.requests_per_second() / base
+                )
+            })
+        })
+        .collect();
+    if !side_by_side.is_empty() {
+        out.push_str(&format!(
+            "\nside by side with --baseline-binary (loaded in turn with ours, round by round)\n  \
+             {:<21} {:>7} {:>10} {:>10} {:>10}\n",
+            "request", "clients", "ours req/s", "base req/s", "ours/base"
+        ));
+        out.push_str(&side_by_side.concat());
     }
     out.push_str("\nRSS: idle / peak after the 64-client loads (MiB)\n");
     for rss in &results.rss {
