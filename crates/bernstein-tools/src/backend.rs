@@ -1020,6 +1020,17 @@ impl Backend {
             }
             Settled::Cancellation => {
                 out.push((task_id.to_owned(), self.get_task(task_id).await?));
+                if let BackendKind::Embedded(store) = &self.kind {
+                    // The store walks the cancelled subtree on its index; listing every
+                    // cancelled task would make each cancellation cost the project's history.
+                    let store = store.store().await?;
+                    let root = TaskId::parse(task_id)?;
+                    let below = run_blocking(move || store.cancelled_descendants(&root)).await??;
+                    for task in below {
+                        out.push((task.id.to_string(), task.to_object()));
+                    }
+                    return Ok(out);
+                }
                 let cancelled = self.list_tasks(Some("cancelled")).await?;
                 for row in &cancelled {
                     let Some(id) = row_id(row) else { continue };

@@ -1093,6 +1093,38 @@ impl EmbeddedStore {
         })
     }
 
+    /// The `cancelled` tasks below `root` in the subtask tree whose every ancestor up to `root`
+    /// is `cancelled` as well (what cancelling `root` cascaded to), in creation order. Walks
+    /// the index's children of each cancelled task, so the cost follows the subtree, not the
+    /// number of tasks (or of cancelled tasks) in the project.
+    pub fn cancelled_descendants(&self, root: &TaskId) -> Result<Vec<Task>, Error> {
+        self.read(|log| {
+            let index = log.index();
+            let mut slots = Vec::new();
+            let mut seen = HashSet::from([root.clone()]);
+            let mut frontier = vec![root.clone()];
+            while let Some(parent) = frontier.pop() {
+                for child in index.children(&parent) {
+                    if index.parent(child) != Some(&parent)
+                        || index.status(child) != Some(TaskStatus::Cancelled)
+                        || !seen.insert(child.clone())
+                    {
+                        continue;
+                    }
+                    if let Some(slot) = index.slot(child) {
+                        slots.push(slot);
+                    }
+                    frontier.push(child.clone());
+                }
+            }
+            slots.sort_unstable();
+            slots
+                .into_iter()
+                .map(|slot| log.load_slot(slot, false).map(|stored| stored.task))
+                .collect()
+        })
+    }
+
     /// See [`TaskBackend::claim_task`].
     pub fn claim_task(&self, id: &TaskId, claim: &ClaimRequest) -> Result<Task, Error> {
         let (id, claim) = (id.clone(), claim.clone());

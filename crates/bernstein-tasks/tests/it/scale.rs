@@ -386,3 +386,41 @@ fn a_claim_leaves_the_backlog_in_step_with_the_log() {
         "bringing the backlog in step after a claim rewrote it"
     );
 }
+
+/// What cancelling a task cascaded to, as the store walks it on its index: the cancelled tasks
+/// below the root reached only through cancelled tasks, in creation order. A task cancelled on
+/// its own below a subtask that failed, and cancelled tasks elsewhere, are not among them.
+#[test]
+fn cancelled_descendants_follow_the_cancelled_subtree_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    let elsewhere = store.create_task(request("elsewhere")).unwrap();
+    store.cancel_task(&elsewhere.id, "unrelated").unwrap();
+    let root = store.create_task(request("root")).unwrap();
+    let finished = store.create_subtask(&root.id, request("finished")).unwrap();
+    let below_finished = store
+        .create_subtask(&finished.id, request("below finished"))
+        .unwrap();
+    let second = store.create_subtask(&root.id, request("second")).unwrap();
+    let grandchild = store
+        .create_subtask(&second.id, request("grandchild"))
+        .unwrap();
+    store.cancel_task(&below_finished.id, "on its own").unwrap();
+    store.fail_task(&finished.id, "given up early").unwrap();
+
+    let outcome = store.cancel_task(&root.id, "stop").unwrap();
+    assert_eq!(outcome.cancelled_descendants, 2);
+    let ids: Vec<TaskId> = store
+        .cancelled_descendants(&root.id)
+        .unwrap()
+        .into_iter()
+        .map(|task| task.id)
+        .collect();
+    assert_eq!(ids, vec![second.id.clone(), grandchild.id.clone()]);
+    assert!(
+        store
+            .cancelled_descendants(&elsewhere.id)
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -386,3 +386,52 @@ async fn the_tasks_and_scenarios_aliases_answer_their_replacements() {
     assert_eq!(payload(&scenarios)["result"], payload(&listed));
     assert_eq!(payload(&listed).as_array().unwrap().len(), 8);
 }
+
+/// Settling a cancellation reads the cancelled subtree, not every task the project ever
+/// cancelled: with 300 tasks cancelled long before (a rejected plan), settling the cancel of a
+/// parent and its subtask reads a handful of records from the task log, and seals both runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn settling_a_cancellation_reads_the_subtree_not_every_cancelled_task() {
+    use bernstein_journal::handle::{SealOutcome, seal_terminal_run};
+    use bernstein_tasks::embedded::EmbeddedStore;
+    use bernstein_tasks::model::NewTask;
+    use bernstein_tools::{Backend, Settled};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path(), Some(crate::common::audit_key())).unwrap();
+    let backend = Backend::embedded(store.clone(), crate::common::audit_key());
+    let old: Vec<NewTask> = (0..300)
+        .map(|i| NewTask::new(format!("old {i}"), "settled long ago"))
+        .collect();
+    let plan = store.create_plan("old work", old).unwrap();
+    store.reject_plan(plan.id(), "not needed").unwrap();
+    let parent = store
+        .create_task(NewTask::new("parent", "cancelled now"))
+        .unwrap();
+    let child = store
+        .create_subtask(&parent.id, NewTask::new("child", "cancelled with it"))
+        .unwrap();
+    let outcome = store.cancel_task(&parent.id, "stop").unwrap();
+    assert_eq!(outcome.cancelled_descendants, 1);
+
+    let before = store.log_read_stats().record_loads;
+    backend
+        .record_settled(dir.path(), parent.id.as_str(), Settled::Cancellation)
+        .await;
+    let loads = store.log_read_stats().record_loads - before;
+    assert!(
+        loads <= 4,
+        "settling one parent and one subtask read {loads} records from the task log"
+    );
+    let chain = bernstein_journal::audit::AuditChain::open(
+        dir.path().join(".sdd/audit"),
+        crate::common::audit_key(),
+    );
+    for id in [&parent.id, &child.id] {
+        let again = seal_terminal_run(dir.path(), &chain, id.as_str()).unwrap();
+        assert!(
+            matches!(again, SealOutcome::AlreadySealed { .. }),
+            "the run of {id} was not sealed by the settling: {again:?}"
+        );
+    }
+}
