@@ -231,6 +231,7 @@ fn run_in(scratch: &Path, binary: &Path, options: &Options) -> anyhow::Result<()
             fill(fill_dir.path(), tasks, options.open.unwrap_or(tasks), &key)?;
             copy_tree(fill_dir.path(), &project)?;
         }
+        settle_disk(&project)?;
         let fill = started.elapsed();
         if tasks > 0 {
             eprintln!("bench scale: filled {tasks} tasks in {fill:.1?}");
@@ -314,6 +315,17 @@ fn fill_in_batches(
         made += batch;
     }
     store.compact()?;
+    Ok(())
+}
+
+/// Writes back everything dirty on the filesystem holding `path` before a series is timed.
+/// The copy of a large project leaves hundreds of megabytes in the page cache; written back
+/// by the kernel while the servers run, they queue in front of every measured fsync and make
+/// a large project's calls look slower than a fresh one's (the fresh project, measured first,
+/// finds a quiet disk).
+fn settle_disk(path: &Path) -> anyhow::Result<()> {
+    let dir = std::fs::File::open(path)?;
+    rustix::fs::syncfs(&dir).with_context(|| format!("syncfs {}", path.display()))?;
     Ok(())
 }
 

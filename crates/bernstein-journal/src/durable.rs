@@ -128,26 +128,41 @@ pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
         }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             sync_dir(parent)?;
+            // The new directory's own entry is durable now. When its parent's entries up to
+            // the project root are known durable as well, a file made inside it later needs
+            // only this directory fsynced (see `ensure_entry_durable`); otherwise an ancestor
+            // another process created may still be waiting for its fsync.
+            let mut known = durable_entries();
+            if known.contains(parent) {
+                known.insert(path.to_path_buf());
+            }
         }
     }
     Ok(())
 }
 
-/// The files whose directory entries this process has already made durable.
+/// The files and directories whose directory entries this process has already made durable.
 static DURABLE_ENTRIES: LazyLock<Mutex<HashSet<PathBuf>>> =
     LazyLock::new(|| Mutex::new(HashSet::new()));
+
+fn durable_entries() -> std::sync::MutexGuard<'static, HashSet<PathBuf>> {
+    DURABLE_ENTRIES.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Makes the directory entry of `path`, and of each ancestor up to the one named `.sdd`,
 /// durable: fsyncs `path`'s parent and each ancestor's parent, ending with the directory that
 /// holds `.sdd/` (or only the immediate parent when `path` is not under a `.sdd`). Done once
-/// per process and path; later calls return at once.
+/// per process and path; later calls return at once. The walk stops at an ancestor whose own
+/// entry this process already made durable with all of its ancestors (here, or when
+/// [`create_dir_all_durable`] created it inside such a directory), so a new run's journal costs
+/// one directory fsync, not one per level up to the project root.
 ///
 /// # Errors
 ///
 /// The IO error of a directory fsync; the path is then not remembered, so the next call tries
 /// again.
 pub fn ensure_entry_durable(path: &Path) -> io::Result<()> {
-    let mut seen = DURABLE_ENTRIES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut seen = durable_entries();
     if seen.contains(path) {
         return Ok(());
     }
@@ -155,12 +170,15 @@ pub fn ensure_entry_durable(path: &Path) -> io::Result<()> {
     let mut child = path;
     while let Some(parent) = child.parent().filter(|p| !p.as_os_str().is_empty()) {
         sync_dir(parent)?;
-        if !under_sdd || child.file_name().is_some_and(|name| name == ".sdd") {
+        seen.insert(child.to_path_buf());
+        if !under_sdd
+            || child.file_name().is_some_and(|name| name == ".sdd")
+            || seen.contains(parent)
+        {
             break;
         }
         child = parent;
     }
-    seen.insert(path.to_path_buf());
     Ok(())
 }
 
@@ -500,6 +518,46 @@ mod tests {
         );
         ensure_entry_durable(&file).unwrap();
         assert!(seams::take_dir_syncs().is_empty());
+    }
+
+    #[test]
+    fn a_file_in_a_directory_made_durable_costs_one_directory_sync() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let runs = base.join(".sdd").join("runs");
+        seams::take_dir_syncs();
+        create_dir_all_durable(&runs.join("first")).unwrap();
+        ensure_entry_durable(&runs.join("first").join("journal.jsonl")).unwrap();
+        // The first time, the directories were created before their own parents were known
+        // durable, so the journal's walk goes up to the directory holding `.sdd`.
+        assert_eq!(
+            seams::take_dir_syncs(),
+            vec![
+                base.clone(),
+                base.join(".sdd"),
+                runs.clone(),
+                runs.join("first"),
+                runs.clone(),
+                base.join(".sdd"),
+                base.clone()
+            ]
+        );
+        // The second run's directory is new (its parent is fsynced); the levels above it were
+        // made durable with the first run and are not fsynced again.
+        create_dir_all_durable(&runs.join("second")).unwrap();
+        ensure_entry_durable(&runs.join("second").join("journal.jsonl")).unwrap();
+        assert_eq!(
+            seams::take_dir_syncs(),
+            vec![runs.clone(), runs.join("second")]
+        );
+        // A journal in a directory another process created walks up until it meets an entry
+        // this process knows is durable.
+        fs::create_dir(runs.join("third")).unwrap();
+        ensure_entry_durable(&runs.join("third").join("journal.jsonl")).unwrap();
+        assert_eq!(
+            seams::take_dir_syncs(),
+            vec![runs.join("third"), runs.clone()]
+        );
     }
 
     #[test]
