@@ -38,6 +38,21 @@ pub(crate) struct ScannedRecord<'a> {
     pub(crate) event_type: Option<&'a str>,
     /// `details.prev_chain_digest`, when `details` is an object holding it as a string.
     pub(crate) stated_predecessor: Option<&'a str>,
+    /// The byte range to cut out of the line to get the HMAC pre-image: the top-level `hmac`
+    /// member and the `", "` that joined it to a neighbour. `None` when the line has no `hmac`
+    /// member, and then the whole line is the pre-image.
+    pub(crate) hmac_cut: Option<(usize, usize)>,
+}
+
+impl<'a> ScannedRecord<'a> {
+    /// The HMAC pre-image of the scanned `line` as the two pieces around the `hmac` member: the
+    /// same bytes as [`super::record::canonical_line_pre_image`] without copying them.
+    pub(crate) fn pre_image<'l>(&self, line: &'l [u8]) -> (&'l [u8], &'l [u8]) {
+        match self.hmac_cut {
+            Some((start, end)) => (&line[..start], &line[end..]),
+            None => (line, &[]),
+        }
+    }
 }
 
 /// Scans `line` (without its newline). `None` means "not proven canonical here": the caller
@@ -52,10 +67,154 @@ pub(crate) fn scan_canonical_record(line: &[u8]) -> Option<ScannedRecord<'_>> {
             prev_hmac: None,
             event_type: None,
             stated_predecessor: None,
+            hmac_cut: None,
         },
     };
     scanner.object(0, Place::Top)?;
     (scanner.at == line.len()).then_some(scanner.record)
+}
+
+/// Whether every byte is printable ASCII, which a string holds as it stands. Without an early
+/// exit the check runs over whole vectors of bytes at a time.
+fn printable(text: &[u8]) -> bool {
+    text.iter()
+        .fold(true, |all, &b| all & (b' '..=b'~').contains(&b))
+}
+
+/// Most significant digits [`short_float_is_python_repr`] decides on.
+const SHORT_FLOAT_DIGITS: usize = 15;
+
+/// Whether the float token `text` (a minus, digits, a fraction, an exponent, as
+/// [`Scanner::number`] read it) is exactly what Python's `repr` writes for the value it denotes,
+/// decided from the text alone; `None` when the text is beyond what this decides and the value
+/// must be parsed and written out again.
+///
+/// It decides a value of at most [`SHORT_FLOAT_DIGITS`] significant digits well inside the
+/// normal range. Every decimal of at most 15 significant digits survives the trip to the
+/// nearest double and back to 15 digits (`DBL_DIG`), so two such decimals that denote the same
+/// double are the same decimal: the text's digits, without trailing zeros, are the shortest
+/// that round-trip, which are the digits `repr` writes. What is left is `repr`'s layout of them.
+fn short_float_is_python_repr(text: &[u8]) -> Option<bool> {
+    let (negative, unsigned) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let mantissa_end = unsigned
+        .iter()
+        .position(|b| matches!(b, b'e' | b'E'))
+        .unwrap_or(unsigned.len());
+    let (mantissa, exponent) = unsigned.split_at(mantissa_end);
+    let exponent: i32 = match exponent.get(1..) {
+        None => 0,
+        Some(digits) if digits.len() <= 5 => std::str::from_utf8(digits).ok()?.parse().ok()?,
+        Some(_) => return None,
+    };
+    let (int_part, fraction) = match mantissa.iter().position(|&b| b == b'.') {
+        Some(dot) => (&mantissa[..dot], &mantissa[dot + 1..]),
+        None => (mantissa, &[][..]),
+    };
+    let digits = int_part.iter().chain(fraction).copied();
+    let Some(first) = digits.clone().position(|d| d != b'0') else {
+        // Zero: `repr` writes `0.0` or `-0.0`.
+        return Some(unsigned == b"0.0");
+    };
+    let mut significant = ShortText::default();
+    for digit in digits.skip(first) {
+        significant.push(digit)?;
+    }
+    let significant = significant.as_slice();
+    let kept = significant.len() - significant.iter().rev().take_while(|&&d| d == b'0').count();
+    if kept > SHORT_FLOAT_DIGITS {
+        return None;
+    }
+    let significant = &significant[..kept];
+    // The value is 0.<significant> times ten to `point`.
+    let point = i32::try_from(int_part.len()).ok()? - i32::try_from(first).ok()? + exponent;
+    if !(-300..=300).contains(&point) {
+        return None;
+    }
+    let mut written = ShortText::default();
+    if negative {
+        written.push(b'-')?;
+    }
+    write_python_layout(&mut written, significant, point)?;
+    Some(written.as_slice() == text)
+}
+
+/// A float's text on the stack: the scanner's hot path allocates nothing for it.
+struct ShortText {
+    bytes: [u8; 48],
+    len: usize,
+}
+
+impl Default for ShortText {
+    fn default() -> ShortText {
+        ShortText {
+            bytes: [0; 48],
+            len: 0,
+        }
+    }
+}
+
+impl ShortText {
+    /// `None` when the text outgrows the buffer.
+    fn push(&mut self, byte: u8) -> Option<()> {
+        *self.bytes.get_mut(self.len)? = byte;
+        self.len += 1;
+        Some(())
+    }
+
+    fn extend(&mut self, bytes: impl IntoIterator<Item = u8>) -> Option<()> {
+        bytes.into_iter().try_for_each(|byte| self.push(byte))
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// `repr`'s layout of the significant digits `digits` of a value `0.<digits> × 10^point`:
+/// fixed notation when `-4 < point <= 16`, otherwise `d.ddde±XX`. `None` when it outgrows
+/// `out`.
+fn write_python_layout(out: &mut ShortText, digits: &[u8], point: i32) -> Option<()> {
+    let count = i32::try_from(digits.len()).ok()?;
+    let zeros = |n: i32| std::iter::repeat_n(b'0', n.unsigned_abs() as usize);
+    if -4 < point && point <= 16 {
+        if point <= 0 {
+            out.extend(*b"0.")?;
+            out.extend(zeros(point))?;
+            out.extend(digits.iter().copied())
+        } else if point < count {
+            let (whole, part) = digits.split_at(point.unsigned_abs() as usize);
+            out.extend(whole.iter().copied())?;
+            out.push(b'.')?;
+            out.extend(part.iter().copied())
+        } else {
+            out.extend(digits.iter().copied())?;
+            out.extend(zeros(point - count))?;
+            out.extend(*b".0")
+        }
+    } else {
+        let (&lead, rest) = digits.split_first()?;
+        out.push(lead)?;
+        if !rest.is_empty() {
+            out.push(b'.')?;
+            out.extend(rest.iter().copied())?;
+        }
+        let exponent = (point - 1).unsigned_abs();
+        out.push(b'e')?;
+        out.push(if point - 1 < 0 { b'-' } else { b'+' })?;
+        if exponent < 10 {
+            out.push(b'0')?;
+        }
+        if exponent >= 100 {
+            out.push(b'0' + (exponent / 100) as u8)?;
+        }
+        if exponent >= 10 {
+            out.push(b'0' + (exponent / 10 % 10) as u8)?;
+        }
+        out.push(b'0' + (exponent % 10) as u8)
+    }
 }
 
 /// Where an object sits, for the members the scanner picks out.
@@ -95,6 +254,7 @@ impl<'a> Scanner<'a> {
         }
         let mut previous_key: Option<&'a [u8]> = None;
         loop {
+            let member_start = self.at;
             let key = self.plain_key()?;
             // Strictly increasing: sorted, and no duplicate (which the parser would collapse).
             if previous_key.is_some_and(|previous| previous >= key) {
@@ -103,7 +263,18 @@ impl<'a> Scanner<'a> {
             previous_key = Some(key);
             self.eat(b": ")?;
             self.member(key, depth, place)?;
-            if self.closed_or_separated(b'}')? {
+            let member_end = self.at;
+            let closed = self.closed_or_separated(b'}')?;
+            if place == Place::Top && key == b"hmac" {
+                // `…, "hmac": v}` loses `, "hmac": v` (a lone member leaves `{}`); `"hmac": v,
+                // next` loses `"hmac": v, `.
+                self.record.hmac_cut = Some(if closed {
+                    (member_start.saturating_sub(2).max(1), member_end)
+                } else {
+                    (member_start, member_end + 2)
+                });
+            }
+            if closed {
                 return Some(());
             }
         }
@@ -222,9 +393,16 @@ impl<'a> Scanner<'a> {
                 int_digits.len() <= MAX_SCAN_INT_DIGITS && !(negative && int_digits == b"0");
             return plain.then_some(());
         }
-        let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
-        let value: f64 = text.parse().ok()?;
-        (Value::Float(value).dumps(Dialect::PY_SPACED) == text).then_some(())
+        let text = &self.bytes[start..self.at];
+        let canonical = match short_float_is_python_repr(text) {
+            Some(canonical) => canonical,
+            None => {
+                let text = std::str::from_utf8(text).ok()?;
+                let value: f64 = text.parse().ok()?;
+                Value::Float(value).dumps(Dialect::PY_SPACED) == text
+            }
+        };
+        canonical.then_some(())
     }
 
     fn digits(&mut self) -> &'a [u8] {
@@ -238,24 +416,23 @@ impl<'a> Scanner<'a> {
     /// A key: a string of printable ASCII without escapes, whose bytes then order the way
     /// Python orders the decoded text.
     fn plain_key(&mut self) -> Option<&'a [u8]> {
-        self.plain_string().map(str::as_bytes)
+        self.eat(b"\"")?;
+        let start = self.at;
+        let rest = self.bytes.get(start..)?;
+        let end = start + memchr::memchr2(b'"', b'\\', rest)?;
+        let text = &self.bytes[start..end];
+        if !printable(text) || self.bytes[end] != b'"' {
+            return None;
+        }
+        self.at = end + 1;
+        Some(text)
     }
 
     /// A string of printable ASCII with no escape at all, returned without its quotes.
     fn plain_string(&mut self) -> Option<&'a str> {
-        self.eat(b"\"")?;
-        let start = self.at;
-        loop {
-            match self.peek()? {
-                b'"' => break,
-                b'\\' => return None,
-                b' '..=b'~' => self.at += 1,
-                _ => return None,
-            }
-        }
-        let text = std::str::from_utf8(&self.bytes[start..self.at]).ok()?;
-        self.at += 1;
-        Some(text)
+        // Printable ASCII is UTF-8 as it stands.
+        self.plain_key()
+            .and_then(|text| std::str::from_utf8(text).ok())
     }
 
     /// A string as `ensure_ascii` writes it: printable ASCII but `"` and `\`, the short
@@ -264,23 +441,22 @@ impl<'a> Scanner<'a> {
     fn string(&mut self) -> Option<()> {
         self.eat(b"\"")?;
         loop {
+            let run = memchr::memchr2(b'"', b'\\', self.bytes.get(self.at..)?)?;
+            if !printable(&self.bytes[self.at..self.at + run]) {
+                return None;
+            }
+            self.at += run;
+            if self.bytes[self.at] == b'"' {
+                self.at += 1;
+                return Some(());
+            }
+            self.at += 1;
             match self.peek()? {
-                b'"' => {
+                b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => self.at += 1,
+                b'u' => {
                     self.at += 1;
-                    return Some(());
+                    self.unicode_escape()?;
                 }
-                b'\\' => {
-                    self.at += 1;
-                    match self.peek()? {
-                        b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => self.at += 1,
-                        b'u' => {
-                            self.at += 1;
-                            self.unicode_escape()?;
-                        }
-                        _ => return None,
-                    }
-                }
-                b' '..=b'~' => self.at += 1,
                 _ => return None,
             }
         }
@@ -326,7 +502,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::audit::record::{parse_record_line, python_str};
+    use crate::audit::record::{body_pre_image, parse_record_line, python_str};
 
     /// What the full path says about the members the scanner reads, when it accepts the line.
     fn full_path(line: &[u8]) -> Option<ScannedRecord<'static>> {
@@ -352,19 +528,39 @@ mod tests {
             prev_hmac: text("prev_hmac"),
             event_type: text("event_type"),
             stated_predecessor: stated,
+            hmac_cut: None,
         })
     }
 
-    /// The scanner either declines or agrees with the full path member for member.
+    /// The record without its `hmac`, written out as the writer writes a body: the pre-image
+    /// the full path MACs.
+    fn full_path_pre_image(line: &[u8]) -> Vec<u8> {
+        let mut parsed = parse_record_line(line, true).unwrap();
+        parsed.record.remove("hmac");
+        body_pre_image(&parsed.record, parsed.lone_surrogates).into_bytes()
+    }
+
+    /// The scanner either declines or agrees with the full path member for member, and cuts
+    /// out the same pre-image the full path writes.
     fn assert_agrees(line: &[u8]) -> bool {
         match scan_canonical_record(line) {
             None => false,
             Some(scanned) => {
                 let full = full_path(line);
                 assert_eq!(
-                    Some(scanned),
+                    Some(ScannedRecord {
+                        hmac_cut: None,
+                        ..scanned
+                    }),
                     full,
                     "the scanner accepted {:?}",
+                    String::from_utf8_lossy(line)
+                );
+                let (before, after) = scanned.pre_image(line);
+                assert_eq!(
+                    String::from_utf8_lossy(&[before, after].concat()),
+                    String::from_utf8_lossy(&full_path_pre_image(line)),
+                    "the pre-image of {:?}",
                     String::from_utf8_lossy(line)
                 );
                 true
@@ -381,6 +577,12 @@ mod tests {
         let entry = r#"{"actor": "a", "details": {"n": -12, "prev_chain_digest": "ab", "x": [1, true, null, {"k": "\u00e9\n\ud83d\ude00\u007f"}]}, "event_type": "e", "hmac": "ff", "prev_hmac": "00", "resource_id": "r", "resource_type": "t", "scheme": 2, "timestamp": "2026-12-02T00:00:00.000000+00:00"}"#;
         check(entry, true);
         check(r#"{}"#, true);
+        // The pre-image loses the top-level `hmac` wherever it sits, and only that one.
+        check(r#"{"hmac": "ff"}"#, true);
+        check(r#"{"a": 1, "hmac": "ff"}"#, true);
+        check(r#"{"hmac": "ff", "z": 1}"#, true);
+        check(r#"{"a": 1, "hmac": "ff", "z": [2]}"#, true);
+        check(r#"{"details": {"hmac": "ff"}, "hmac": "ee"}"#, true);
         check(r#"{"a": [], "b": {}}"#, true);
         check(r#"{"hmac": "x"}"#, true);
         check(r#"{"scheme": true}"#, true);
@@ -509,8 +711,70 @@ mod tests {
             })
     }
 
+    /// The slow float check: parse the text and write the value out again as Python does.
+    fn float_written_back(text: &str) -> bool {
+        text.parse::<f64>()
+            .is_ok_and(|value| Value::Float(value).dumps(Dialect::PY_SPACED) == text)
+    }
+
+    fn check_short_float(text: &str, expect: Option<bool>) {
+        let decided = short_float_is_python_repr(text.as_bytes());
+        assert_eq!(decided, expect, "{text}");
+        if let Some(canonical) = decided {
+            assert_eq!(canonical, float_written_back(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn short_floats_are_decided_from_their_text() {
+        check_short_float("1.5", Some(true));
+        check_short_float("-0.0", Some(true));
+        check_short_float("0.0", Some(true));
+        check_short_float("0e0", Some(false));
+        check_short_float("1.50", Some(false));
+        check_short_float("1e+16", Some(true));
+        check_short_float("1e16", Some(false));
+        check_short_float("10000000000000000.0", Some(false));
+        check_short_float("1000000000000000.0", Some(true));
+        check_short_float("1e-05", Some(true));
+        check_short_float("0.0001", Some(true));
+        check_short_float("0.00001", Some(false));
+        check_short_float("123456.789", Some(true));
+        check_short_float("1.2345e+100", Some(true));
+        check_short_float("1.2345e+300", None);
+        check_short_float("5e-324", None);
+        check_short_float("0.30000000000000004", None);
+        check_short_float("0.1", Some(true));
+        check_short_float("100.0", Some(true));
+        check_short_float("1E+16", Some(false));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Whatever `repr` writes for a double, and that text bent a little, the text-only
+        /// decision agrees with parsing and writing back whenever it decides.
+        #[test]
+        fn short_float_decisions_agree_with_writing_back(
+            value in prop_oneof![any::<f64>(), (-1e6f64..1e6), (-1e-3f64..1e-3)],
+            digits in 1usize..17,
+            bend in 0usize..4,
+        ) {
+            let written = Value::Float(value).dumps(Dialect::PY_SPACED);
+            let rounded = format!("{value:.digits$e}");
+            let rounded_fixed = format!("{value:.digits$}");
+            let bent = match bend {
+                0 => written.clone(),
+                1 => written.replace("e+", "e"),
+                2 => format!("{written}0"),
+                _ => written.replacen('.', "", 1),
+            };
+            for text in [written, rounded, rounded_fixed, bent] {
+                if let Some(canonical) = short_float_is_python_repr(text.as_bytes()) {
+                    prop_assert_eq!(canonical, float_written_back(&text), "{}", text);
+                }
+            }
+        }
 
         /// Whatever the writer emits, the scanner agrees with the full path or declines;
         /// on records without floats it accepts.

@@ -353,7 +353,7 @@ impl<R: BufRead> LineReader<R> {
                     terminated: false,
                 }));
             }
-            let (chunk, found) = match buf.iter().position(|&b| b == b'\n') {
+            let (chunk, found) = match memchr::memchr(b'\n', buf) {
                 Some(pos) => (&buf[..pos], true),
                 None => (buf, false),
             };
@@ -362,6 +362,9 @@ impl<R: BufRead> LineReader<R> {
                 if held.len() + chunk.len() > MAX_LINE_BYTES {
                     bytes = None;
                 } else {
+                    // Exact, so a line found whole in the buffer costs one allocation, not
+                    // the doublings of a growing vector.
+                    held.reserve_exact(chunk.len());
                     held.extend_from_slice(chunk);
                 }
             }

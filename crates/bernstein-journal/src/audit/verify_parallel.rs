@@ -21,7 +21,9 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use super::report::{VerifyProgress, VerifyReport};
 use super::segments::{ByteCounter, Line, LineReader, Segment};
-use super::verify::{LineAnalysis, LineMeta, ProgressGate, Walk, analyze_line, open_segment};
+use super::verify::{
+    ChainMacs, LineAnalysis, LineMeta, ProgressGate, Walk, analyze_line, linked_line, open_segment,
+};
 use crate::key::AuditKey;
 
 /// Lines per batch: enough that a hand-off between threads costs little per line, few enough
@@ -104,20 +106,41 @@ fn fold(
     }
 }
 
-/// A worker: analyses the lines of each batch, passing the other units through.
+/// A worker: analyses the lines of each batch, passing the other units through. A line whose
+/// predecessor is known takes the fast path ([`linked_line`]) first; the batch's first record
+/// line, and any line the fast path declines, is analysed in full.
 fn check_units(key: &AuditKey, units: &Receiver<Unit>, checked: &SyncSender<Checked>) {
+    let macs = ChainMacs::new(key);
+    let mut assumed = String::new();
     for unit in units {
         let out = match unit {
             Unit::Open(segment, counter) => Checked::Open(segment, counter),
             Unit::Lines(name, lines) => {
-                let mut assumed: Option<String> = None;
+                let mut known = false;
                 let analysed = lines
                     .into_iter()
                     .map(|(line_no, line)| {
-                        let analysis =
-                            analyze_line(key, &name, line_no, &line, assumed.as_deref(), false);
+                        let fast = match line.bytes.as_deref() {
+                            Some(bytes) if known && !bytes.is_empty() => {
+                                linked_line(&macs, bytes, &assumed)
+                            }
+                            _ => None,
+                        };
+                        let analysis = match fast {
+                            Some(head) => LineAnalysis::Linked { head },
+                            None => analyze_line(
+                                key,
+                                &name,
+                                line_no,
+                                &line,
+                                known.then_some(assumed.as_str()),
+                                false,
+                            ),
+                        };
                         if let Some(head) = analysis.head_after() {
-                            assumed = Some(head.to_owned());
+                            assumed.clear();
+                            assumed.push_str(head);
+                            known = true;
                         }
                         (LineMeta::of(line_no, &line), analysis)
                     })
