@@ -314,6 +314,32 @@ pub(crate) struct Line {
     pub(crate) terminated: bool,
 }
 
+impl Line {
+    /// The line as the analysis reads it.
+    pub(crate) fn view(&self) -> LineView<'_> {
+        LineView {
+            offset: self.offset,
+            len: self.len,
+            bytes: self.bytes.as_deref(),
+            terminated: self.terminated,
+        }
+    }
+}
+
+/// A line's place and bytes, borrowed from wherever its reader keeps them: a [`Line`] of its
+/// own, or a span of a batch buffer the parallel verifier's reader filled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LineView<'a> {
+    /// Byte offset of the first byte of the line inside the (decompressed) segment.
+    pub(crate) offset: u64,
+    /// Length of the line without its terminator.
+    pub(crate) len: u64,
+    /// The bytes, or `None` when the line is longer than [`MAX_LINE_BYTES`].
+    pub(crate) bytes: Option<&'a [u8]>,
+    /// Whether a `\n` follows the line.
+    pub(crate) terminated: bool,
+}
+
 /// Forward reader yielding the pieces of `raw.split(b"\n")` without the final empty piece, as
 /// the reference's `_split_jsonl_bytes` does.
 pub(crate) struct LineReader<R> {

@@ -26,7 +26,7 @@ use super::record::{
 };
 use super::report::{Finding, FindingKind, Tear, TearClass, VerifyProgress, VerifyReport};
 use super::segments::{
-    ByteCounter, Line, LineReader, MAX_LINE_BYTES, Segment, SegmentKind, open_forward,
+    ByteCounter, LineReader, LineView, MAX_LINE_BYTES, Segment, SegmentKind, open_forward,
     open_live_with_fallback, walk_order,
 };
 use super::{EVENT_CHAIN_TEAR_ACKNOWLEDGED, EVENT_CHAIN_TORN_RECORD};
@@ -126,7 +126,7 @@ pub(crate) struct LineMeta {
 }
 
 impl LineMeta {
-    pub(crate) fn of(line_no: u64, line: &Line) -> LineMeta {
+    pub(crate) fn of(line_no: u64, line: LineView<'_>) -> LineMeta {
         LineMeta {
             line_no,
             offset: line.offset,
@@ -269,7 +269,7 @@ pub(crate) fn analyze_line(
     key: &AuditKey,
     name: &str,
     line_no: u64,
-    line: &Line,
+    line: LineView<'_>,
     assumed_prev: Option<&str>,
     want_records: bool,
 ) -> LineAnalysis {
@@ -280,7 +280,7 @@ pub(crate) fn analyze_line(
         kind,
         findings: vec![(finding_kind, message)],
     };
-    let Some(bytes) = line.bytes.as_deref() else {
+    let Some(bytes) = line.bytes else {
         return defect(
             FailureKind::TooLong,
             FindingKind::LineTooLong,
@@ -579,11 +579,11 @@ impl<'a> Walk<'a> {
                     self.key,
                     &current.segment.name,
                     line_no,
-                    &line,
+                    line.view(),
                     Some(&self.prev),
                     self.want_records,
                 );
-                match self.apply_line(LineMeta::of(line_no, &line), analysis) {
+                match self.apply_line(LineMeta::of(line_no, line.view()), analysis) {
                     Some(record) => Step::Record(Box::new(record)),
                     None => Step::Continue,
                 }

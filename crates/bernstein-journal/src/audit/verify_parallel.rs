@@ -1,9 +1,11 @@
 //! The parallel chain verifier: the same walk as [`super::verify`]'s sequential one, with the
 //! per-line work spread over several threads and the results folded in file order.
 //!
-//! Three kinds of thread share the work. One reader opens the segments in walk order and cuts
-//! them into batches of lines, streaming (a batch is a few hundred lines; the queues between
-//! threads hold a few batches, so memory does not grow with the chain). Workers decode,
+//! Three kinds of thread share the work. One reader opens the segments in walk order and reads
+//! them in blocks straight into batch buffers, cutting each batch at a line end, streaming (a
+//! batch is at most a few hundred lines and about a MiB besides its last line; the queues
+//! between threads hold a few batches, so memory does not grow with the chain). The reader
+//! finds the line ends; it neither copies nor allocates per line. Workers decode,
 //! check and MAC each line of a batch ([`analyze_line`]); inside a batch each line's
 //! predecessor is the stored `hmac` of the batch's previous record line, which is exactly the
 //! head the sequential walk would hold there, because every record line (verifying or not)
@@ -15,12 +17,12 @@
 //! the fold sees every line exactly once and in file order, and the report is the sequential
 //! verifier's, finding for finding.
 
-use std::io;
+use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use super::report::{VerifyProgress, VerifyReport};
-use super::segments::{ByteCounter, Line, LineReader, Segment};
+use super::segments::{ByteCounter, LineView, MAX_LINE_BYTES, Segment};
 use super::verify::{
     ChainMacs, LineAnalysis, LineMeta, ProgressGate, Walk, analyze_line, linked_line, open_segment,
 };
@@ -33,10 +35,49 @@ pub(crate) const BATCH_LINES: usize = 256;
 /// Batches waiting in each queue between threads.
 const QUEUE_DEPTH: usize = 2;
 
+/// A batch is cut at the first line end after this many bytes, so a batch of long lines stays
+/// small while one of ordinary lines fills up to [`BATCH_LINES`].
+const BATCH_BYTES: usize = 1024 * 1024;
+
+/// Bytes asked of a segment per read. The bytes read past a batch's last line are copied to
+/// the next batch, so a read is kept small against a batch of a few hundred ordinary lines.
+const READ_BYTES: usize = 16 * 1024;
+
+/// Consecutive lines of one segment and the buffer that holds their bytes.
+struct Batch {
+    bytes: Vec<u8>,
+    lines: Vec<BatchLine>,
+}
+
+/// One line of a [`Batch`].
+struct BatchLine {
+    line_no: u64,
+    offset: u64,
+    len: u64,
+    /// Where the line's bytes start in the batch buffer; `None` for a line longer than
+    /// [`MAX_LINE_BYTES`], whose bytes were not kept.
+    start: Option<usize>,
+    terminated: bool,
+}
+
+impl Batch {
+    fn view(&self, line: &BatchLine) -> LineView<'_> {
+        LineView {
+            offset: line.offset,
+            len: line.len,
+            bytes: line.start.map(|start| {
+                let end = start + usize::try_from(line.len).unwrap_or(usize::MAX);
+                &self.bytes[start..end]
+            }),
+            terminated: line.terminated,
+        }
+    }
+}
+
 /// What the reader hands to a worker, in walk order.
 enum Unit {
     Open(Segment, ByteCounter),
-    Lines(Arc<str>, Vec<(u64, Line)>),
+    Lines(Arc<str>, Batch),
     End(u64),
     Unreadable(Segment, io::Error),
 }
@@ -115,12 +156,14 @@ fn check_units(key: &AuditKey, units: &Receiver<Unit>, checked: &SyncSender<Chec
     for unit in units {
         let out = match unit {
             Unit::Open(segment, counter) => Checked::Open(segment, counter),
-            Unit::Lines(name, lines) => {
+            Unit::Lines(name, batch) => {
                 let mut known = false;
-                let analysed = lines
-                    .into_iter()
-                    .map(|(line_no, line)| {
-                        let fast = match line.bytes.as_deref() {
+                let analysed = batch
+                    .lines
+                    .iter()
+                    .map(|line| {
+                        let view = batch.view(line);
+                        let fast = match view.bytes {
                             Some(bytes) if known && !bytes.is_empty() => {
                                 linked_line(&macs, bytes, &assumed)
                             }
@@ -131,8 +174,8 @@ fn check_units(key: &AuditKey, units: &Receiver<Unit>, checked: &SyncSender<Chec
                             None => analyze_line(
                                 key,
                                 &name,
-                                line_no,
-                                &line,
+                                line.line_no,
+                                view,
                                 known.then_some(assumed.as_str()),
                                 false,
                             ),
@@ -142,7 +185,7 @@ fn check_units(key: &AuditKey, units: &Receiver<Unit>, checked: &SyncSender<Chec
                             assumed.push_str(head);
                             known = true;
                         }
-                        (LineMeta::of(line_no, &line), analysis)
+                        (LineMeta::of(line.line_no, view), analysis)
                     })
                     .collect();
                 Checked::Lines(analysed)
@@ -182,36 +225,144 @@ fn read_segments(
         if !deal(Unit::Open(segment.clone(), counter)) {
             return;
         }
-        let mut lines = LineReader::new(reader);
-        let mut batch = Vec::with_capacity(batch_lines);
-        let mut line_no = 0u64;
-        let failed = loop {
-            match lines.next_line() {
-                Ok(Some(line)) => {
-                    line_no += 1;
-                    batch.push((line_no, line));
-                    if batch.len() == batch_lines {
-                        let full = std::mem::replace(&mut batch, Vec::with_capacity(batch_lines));
-                        if !deal(Unit::Lines(Arc::clone(&name), full)) {
-                            return;
-                        }
+        let mut cutter = BatchCutter::new(reader, batch_lines);
+        let last = loop {
+            match cutter.next_batch() {
+                Ok(Some(batch)) => {
+                    if !deal(Unit::Lines(Arc::clone(&name), batch)) {
+                        return;
                     }
                 }
-                Ok(None) => break None,
-                Err(err) => break Some(err),
+                Ok(None) => break Unit::End(cutter.position),
+                Err((batch, err)) => {
+                    if !batch.lines.is_empty() && !deal(Unit::Lines(name, batch)) {
+                        return;
+                    }
+                    break Unit::Unreadable(segment, err);
+                }
             }
-        };
-        if !batch.is_empty() && !deal(Unit::Lines(name, batch)) {
-            return;
-        }
-        let last = match failed {
-            Some(err) => Unit::Unreadable(segment, err),
-            None => Unit::End(lines.position()),
         };
         let stop = matches!(last, Unit::Unreadable(..));
         if !deal(last) || stop {
             return;
         }
+    }
+}
+
+/// Cuts a segment into [`Batch`]es: the pieces of `raw.split(b"\n")` without the final empty
+/// piece, exactly as [`super::segments::LineReader`] yields them, read in blocks straight into
+/// the batch buffer.
+struct BatchCutter<R> {
+    inner: R,
+    batch_lines: usize,
+    /// Bytes read past the last complete line: the start of the next batch's buffer.
+    carry: Vec<u8>,
+    /// The segment offset of the first byte of the line being read.
+    line_offset: u64,
+    /// The length so far of the line being read, when it outgrew [`MAX_LINE_BYTES`] and its
+    /// bytes are being skipped.
+    skipping: Option<u64>,
+    line_no: u64,
+    /// Segment bytes consumed by complete lines (and at the end, by the last piece).
+    position: u64,
+    done: bool,
+}
+
+impl<R: Read> BatchCutter<R> {
+    fn new(inner: R, batch_lines: usize) -> BatchCutter<R> {
+        BatchCutter {
+            inner,
+            batch_lines: batch_lines.max(1),
+            carry: Vec::new(),
+            line_offset: 0,
+            skipping: None,
+            line_no: 0,
+            position: 0,
+            done: false,
+        }
+    }
+
+    /// The next batch, `None` once the segment is read to its end. A read error returns the
+    /// lines completed before it with the error.
+    fn next_batch(&mut self) -> Result<Option<Batch>, (Batch, io::Error)> {
+        let mut batch = Batch {
+            bytes: std::mem::take(&mut self.carry),
+            lines: Vec::with_capacity(self.batch_lines),
+        };
+        if self.done {
+            return Ok(None);
+        }
+        // `line_start` is where the line being read starts in the buffer, `scanned` how far
+        // the buffer has been searched for its end.
+        let mut line_start = 0usize;
+        let mut scanned = 0usize;
+        loop {
+            while let Some(found) = memchr::memchr(b'\n', &batch.bytes[scanned..]) {
+                let end = scanned + found;
+                self.finish_line(&mut batch, line_start, end, true);
+                line_start = end + 1;
+                scanned = line_start;
+                if batch.lines.len() >= self.batch_lines || line_start >= BATCH_BYTES {
+                    let mut carry = Vec::with_capacity(batch.bytes.capacity());
+                    carry.extend_from_slice(&batch.bytes[line_start..]);
+                    batch.bytes.truncate(line_start);
+                    self.carry = carry;
+                    return Ok(Some(batch));
+                }
+            }
+            scanned = batch.bytes.len();
+            if scanned - line_start > MAX_LINE_BYTES {
+                // Too long to hold: keep counting it, drop its bytes.
+                let held = (scanned - line_start) as u64;
+                self.skipping = Some(self.skipping.unwrap_or(0) + held);
+                batch.bytes.truncate(line_start);
+                scanned = line_start;
+            }
+            let filled = batch.bytes.len();
+            batch.bytes.resize(filled + READ_BYTES, 0);
+            let read = loop {
+                match self.inner.read(&mut batch.bytes[filled..]) {
+                    Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
+                }
+            };
+            match read {
+                Ok(0) => {
+                    batch.bytes.truncate(filled);
+                    self.done = true;
+                    if filled > line_start || self.skipping.is_some() {
+                        self.finish_line(&mut batch, line_start, filled, false);
+                    }
+                    return Ok((!batch.lines.is_empty()).then_some(batch));
+                }
+                Ok(read) => batch.bytes.truncate(filled + read),
+                Err(err) => {
+                    batch.bytes.truncate(line_start);
+                    self.done = true;
+                    return Err((batch, err));
+                }
+            }
+        }
+    }
+
+    /// Records the line `bytes[start..end]` (plus whatever of it was skipped) as complete.
+    fn finish_line(&mut self, batch: &mut Batch, start: usize, end: usize, terminated: bool) {
+        let kept = (end - start) as u64;
+        let (len, start) = match self.skipping.take() {
+            Some(skipped) => (skipped + kept, None),
+            None if end - start > MAX_LINE_BYTES => (kept, None),
+            None => (kept, Some(start)),
+        };
+        self.line_no += 1;
+        batch.lines.push(BatchLine {
+            line_no: self.line_no,
+            offset: self.line_offset,
+            len,
+            start,
+            terminated,
+        });
+        self.line_offset += len + u64::from(terminated);
+        self.position = self.line_offset;
     }
 }
 
@@ -225,6 +376,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::record::{GENESIS_HMAC, Scheme, expected_hmac};
+    use super::super::segments::{LineReader, MAX_LINE_BYTES};
+    use super::{Batch, BatchCutter};
     use super::super::verify::verify_with_workers;
     use super::super::{ARCHIVE_DIR, EVENT_CHAIN_TEAR_ACKNOWLEDGED, EVENT_CHAIN_TORN_RECORD};
     use crate::key::AuditKey;
@@ -232,6 +385,138 @@ mod tests {
     /// The thread and batch shapes the parallel verifier is compared under: one-line batches
     /// put every line at a batch start, and three workers take batches out of step with two.
     const SHAPES: [(usize, usize); 5] = [(2, 1), (2, 2), (3, 3), (2, 7), (2, 256)];
+
+    /// A reader handing out at most `chunk` bytes per read, failing once `fail_at` bytes have
+    /// been read when it is set.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        at: usize,
+        chunk: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.fail_at.is_some_and(|fail_at| self.at >= fail_at) {
+                return Err(std::io::Error::other("the disk went away"));
+            }
+            let limit = self
+                .fail_at
+                .unwrap_or(self.bytes.len())
+                .min(self.bytes.len());
+            let n = buf.len().min(self.chunk).min(limit - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// `(line_no, offset, len, bytes, terminated)` of each line, and where reading stopped.
+    type Cut = (
+        Vec<(u64, u64, u64, Option<Vec<u8>>, bool)>,
+        Result<u64, String>,
+    );
+
+    fn cut_in_batches(
+        bytes: &[u8],
+        batch_lines: usize,
+        chunk: usize,
+        fail_at: Option<usize>,
+    ) -> Cut {
+        let reader = Trickle {
+            bytes,
+            at: 0,
+            chunk,
+            fail_at,
+        };
+        let mut cutter = BatchCutter::new(reader, batch_lines);
+        let mut lines = Vec::new();
+        let mut take = |batch: &Batch| {
+            assert!(batch.lines.len() <= batch_lines.max(1));
+            for line in &batch.lines {
+                let view = batch.view(line);
+                let bytes = view.bytes.map(<[u8]>::to_vec);
+                lines.push((line.line_no, view.offset, view.len, bytes, view.terminated));
+            }
+        };
+        loop {
+            match cutter.next_batch() {
+                Ok(Some(batch)) => take(&batch),
+                Ok(None) => return (lines, Ok(cutter.position)),
+                Err((batch, err)) => {
+                    take(&batch);
+                    return (lines, Err(err.to_string()));
+                }
+            }
+        }
+    }
+
+    /// What the sequential walk's reader makes of the same bytes.
+    fn cut_by_line_reader(bytes: &[u8], chunk: usize, fail_at: Option<usize>) -> Cut {
+        let reader = Trickle {
+            bytes,
+            at: 0,
+            chunk,
+            fail_at,
+        };
+        let mut lines_in = LineReader::new(std::io::BufReader::new(reader));
+        let mut lines = Vec::new();
+        for line_no in 1.. {
+            match lines_in.next_line() {
+                Ok(Some(line)) => {
+                    lines.push((line_no, line.offset, line.len, line.bytes, line.terminated))
+                }
+                Ok(None) => return (lines, Ok(lines_in.position())),
+                Err(err) => return (lines, Err(err.to_string())),
+            }
+        }
+        unreachable!()
+    }
+
+    fn check_cut(bytes: &[u8], batch_lines: usize, chunk: usize) {
+        assert_eq!(
+            cut_in_batches(bytes, batch_lines, chunk, None),
+            cut_by_line_reader(bytes, chunk, None),
+            "{batch_lines} lines a batch, {chunk} bytes a read"
+        );
+    }
+
+    #[test]
+    fn batches_hold_the_lines_the_line_reader_reads() {
+        for (batch_lines, chunk) in [(1, 1), (2, 3), (256, 7), (3, 16 * 1024)] {
+            check_cut(b"", batch_lines, chunk);
+            check_cut(b"\n", batch_lines, chunk);
+            check_cut(b"a\n\nbc\nlast", batch_lines, chunk);
+            check_cut(b"a\r\n\n\n", batch_lines, chunk);
+        }
+        // A line beyond the limit keeps its place and length but not its bytes, whether it
+        // ends the segment or not, and the lines around it are whole.
+        let mut long = b"first\n".to_vec();
+        long.resize(long.len() + MAX_LINE_BYTES + 5, b'x');
+        long.extend_from_slice(b"\nafter\n");
+        long.resize(long.len() + MAX_LINE_BYTES + 1, b'y');
+        check_cut(&long, 2, 64 * 1024);
+        let (lines, end) = cut_in_batches(&long, 2, 64 * 1024, None);
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[1].2, MAX_LINE_BYTES as u64 + 5);
+        assert!(lines[1].3.is_none() && lines[3].3.is_none());
+        assert_eq!(lines[2].3.as_deref(), Some(&b"after"[..]));
+        assert_eq!(end, Ok(long.len() as u64));
+        // A line of exactly the limit is kept.
+        let mut exact = vec![b'z'; MAX_LINE_BYTES];
+        exact.push(b'\n');
+        let (lines, _) = cut_in_batches(&exact, 1, 16 * 1024, None);
+        assert_eq!(lines[0].3.as_ref().map(Vec::len), Some(MAX_LINE_BYTES));
+    }
+
+    #[test]
+    fn a_read_error_hands_over_the_lines_completed_before_it() {
+        let bytes = b"one\ntwo\nthree\nfour\n";
+        let (lines, end) = cut_in_batches(bytes, 256, 3, Some(10));
+        let taken: Vec<_> = lines.iter().map(|line| line.3.clone().unwrap()).collect();
+        assert_eq!(taken, [b"one".to_vec(), b"two".to_vec()]);
+        assert_eq!(end, Err("the disk went away".to_owned()));
+    }
 
     fn assert_parallel_equals_sequential(dir: &Path, key: &AuditKey, what: &str) {
         let sequential = verify_with_workers(dir, key, 1, 1, &mut |_| {});
@@ -474,6 +759,22 @@ mod tests {
             } else {
                 fs::write(dir.join(&names[index]), content).unwrap();
             }
+        }
+    }
+
+    proptest! {
+        /// Any bytes, any batch size and read size: the batches hold the line reader's lines.
+        #[test]
+        fn batches_cut_any_bytes_as_the_line_reader_does(
+            pieces in prop::collection::vec(prop::sample::select(vec![&b"\n"[..], b"ab", b"{\"x\": 1}", b"", b"\r"]), 0..40),
+            batch_lines in 1usize..5,
+            chunk in 1usize..12,
+        ) {
+            let bytes = pieces.concat();
+            prop_assert_eq!(
+                cut_in_batches(&bytes, batch_lines, chunk, None),
+                cut_by_line_reader(&bytes, chunk, None)
+            );
         }
     }
 
