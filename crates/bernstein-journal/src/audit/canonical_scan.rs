@@ -25,19 +25,20 @@ const MAX_SCAN_DEPTH: usize = 64;
 const MAX_SCAN_INT_DIGITS: usize = 64;
 
 /// The members of a line the scanner accepted, borrowed from the line. A member that is absent
-/// is `None`; present members are strings without escapes.
+/// is `None`; present members are strings of printable ASCII without escapes, so their bytes
+/// are their text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ScannedRecord<'a> {
     /// The `scheme` number (1 when absent, as the reference reads it).
     pub(crate) scheme: u8,
     /// The stored `hmac`.
-    pub(crate) hmac: Option<&'a str>,
+    pub(crate) hmac: Option<&'a [u8]>,
     /// `prev_hmac`.
-    pub(crate) prev_hmac: Option<&'a str>,
+    pub(crate) prev_hmac: Option<&'a [u8]>,
     /// `event_type`.
-    pub(crate) event_type: Option<&'a str>,
+    pub(crate) event_type: Option<&'a [u8]>,
     /// `details.prev_chain_digest`, when `details` is an object holding it as a string.
-    pub(crate) stated_predecessor: Option<&'a str>,
+    pub(crate) stated_predecessor: Option<&'a [u8]>,
     /// The byte range to cut out of the line to get the HMAC pre-image: the top-level `hmac`
     /// member and the `", "` that joined it to a neighbour. `None` when the line has no `hmac`
     /// member, and then the whole line is the pre-image.
@@ -72,6 +73,18 @@ pub(crate) fn scan_canonical_record(line: &[u8]) -> Option<ScannedRecord<'_>> {
     };
     scanner.object(0, Place::Top)?;
     (scanner.at == line.len()).then_some(scanner.record)
+}
+
+/// Where the first `"` or `\` of `text` is. Most strings of a record are short keys, for
+/// which a plain loop beats setting up a vector search; the search takes over after that.
+fn string_end(text: &[u8]) -> Option<usize> {
+    const SHORT: usize = 16;
+    let head = &text[..text.len().min(SHORT)];
+    match head.iter().position(|&b| b == b'"' || b == b'\\') {
+        Some(end) => Some(end),
+        None if text.len() <= SHORT => None,
+        None => memchr::memchr2(b'"', b'\\', &text[SHORT..]).map(|end| SHORT + end),
+    }
 }
 
 /// Whether every byte is printable ASCII, which a string holds as it stands. Without an early
@@ -416,10 +429,14 @@ impl<'a> Scanner<'a> {
     /// A key: a string of printable ASCII without escapes, whose bytes then order the way
     /// Python orders the decoded text.
     fn plain_key(&mut self) -> Option<&'a [u8]> {
+        self.plain_string()
+    }
+
+    /// A string of printable ASCII with no escape at all, returned without its quotes.
+    fn plain_string(&mut self) -> Option<&'a [u8]> {
         self.eat(b"\"")?;
         let start = self.at;
-        let rest = self.bytes.get(start..)?;
-        let end = start + memchr::memchr2(b'"', b'\\', rest)?;
+        let end = start + string_end(self.bytes.get(start..)?)?;
         let text = &self.bytes[start..end];
         if !printable(text) || self.bytes[end] != b'"' {
             return None;
@@ -428,20 +445,13 @@ impl<'a> Scanner<'a> {
         Some(text)
     }
 
-    /// A string of printable ASCII with no escape at all, returned without its quotes.
-    fn plain_string(&mut self) -> Option<&'a str> {
-        // Printable ASCII is UTF-8 as it stands.
-        self.plain_key()
-            .and_then(|text| std::str::from_utf8(text).ok())
-    }
-
     /// A string as `ensure_ascii` writes it: printable ASCII but `"` and `\`, the short
     /// escapes, and `\u` with four lowercase hex digits for every other code point, a
     /// character beyond the BMP as a surrogate pair. A lone surrogate declines the scan.
     fn string(&mut self) -> Option<()> {
         self.eat(b"\"")?;
         loop {
-            let run = memchr::memchr2(b'"', b'\\', self.bytes.get(self.at..)?)?;
+            let run = string_end(self.bytes.get(self.at..)?)?;
             if !printable(&self.bytes[self.at..self.at + run]) {
                 return None;
             }
@@ -507,16 +517,16 @@ mod tests {
     /// What the full path says about the members the scanner reads, when it accepts the line.
     fn full_path(line: &[u8]) -> Option<ScannedRecord<'static>> {
         let parsed = parse_record_line(line, true).ok()?;
-        let text = |key: &str| -> Option<&'static str> {
+        let text = |key: &str| -> Option<&'static [u8]> {
             parsed
                 .record
                 .get(key)
-                .map(|v| &*Box::leak(python_str(v).into_boxed_str()))
+                .map(|v| &*Box::leak(python_str(v).into_bytes().into_boxed_slice()))
         };
         let stated = match parsed.record.get("details") {
             Some(Value::Object(details)) => match details.get("prev_chain_digest") {
                 Some(Value::Str(s)) if !s.is_empty() => {
-                    Some(&*Box::leak(s.clone().into_boxed_str()))
+                    Some(&*Box::leak(s.clone().into_bytes().into_boxed_slice()))
                 }
                 _ => None,
             },

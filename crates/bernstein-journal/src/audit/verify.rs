@@ -214,20 +214,23 @@ impl ChainMacs {
 pub(crate) fn linked_line(macs: &ChainMacs, bytes: &[u8], assumed: &str) -> Option<[u8; 64]> {
     let scanned = scan_canonical_record(bytes)?;
     let event_type = scanned.event_type.unwrap_or_default();
-    if event_type == EVENT_CHAIN_TORN_RECORD || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED {
+    if event_type == EVENT_CHAIN_TORN_RECORD.as_bytes()
+        || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED.as_bytes()
+    {
         return None;
     }
     let entry_prev = scanned.prev_hmac.unwrap_or_default();
-    if entry_prev != assumed {
+    if entry_prev != assumed.as_bytes() {
         return None;
     }
-    let stated = scanned
-        .stated_predecessor
-        .filter(|_| !LEGACY_ANCHOR_EVENT_TYPES.contains(&event_type));
+    let legacy = LEGACY_ANCHOR_EVENT_TYPES
+        .iter()
+        .any(|legacy| legacy.as_bytes() == event_type);
+    let stated = scanned.stated_predecessor.filter(|_| !legacy);
     if stated.is_some_and(|stated| stated != entry_prev) {
         return None;
     }
-    let stored: [u8; 64] = scanned.hmac?.as_bytes().try_into().ok()?;
+    let stored: [u8; 64] = scanned.hmac?.try_into().ok()?;
     let (before, after) = scanned.pre_image(bytes);
     let mut context = if scanned.scheme == 2 {
         let mut context = hmac::Context::with_key(&macs.scheme_2);
@@ -368,15 +371,17 @@ pub(crate) fn analyze_line(
 /// same analysis from the line's bytes, without parsing it into a tree and writing it out again
 /// to compare. `None` sends the line down the full path: the scanner declined it, or it is a
 /// tear marker, whose `details` the walk keeps.
-fn scanned_line(
+fn scanned_line<'l>(
     key: &AuditKey,
     name: &str,
     line_no: u64,
-    bytes: &[u8],
+    bytes: &'l [u8],
     assumed_prev: Option<&str>,
 ) -> Option<ParsedLine> {
     let scanned = scan_canonical_record(bytes)?;
-    let event_type = scanned.event_type.unwrap_or_default();
+    // The scanner took only printable ASCII, so each member's bytes are its text.
+    let text = |member: Option<&'l [u8]>| std::str::from_utf8(member.unwrap_or_default()).ok();
+    let event_type = text(scanned.event_type)?;
     if event_type == EVENT_CHAIN_TORN_RECORD || event_type == EVENT_CHAIN_TEAR_ACKNOWLEDGED {
         return None;
     }
@@ -390,13 +395,14 @@ fn scanned_line(
         Some(cut) => String::from_utf8(cut).ok()?,
         None => std::str::from_utf8(bytes).ok()?.to_owned(),
     };
-    let entry_prev = scanned.prev_hmac.unwrap_or_default();
-    let stated = scanned
-        .stated_predecessor
-        .filter(|_| !LEGACY_ANCHOR_EVENT_TYPES.contains(&event_type));
+    let entry_prev = text(scanned.prev_hmac)?;
+    let stated = match scanned.stated_predecessor {
+        Some(stated) if !LEGACY_ANCHOR_EVENT_TYPES.contains(&event_type) => text(Some(stated)),
+        _ => None,
+    };
     Some(ParsedLine {
         scheme,
-        stored_hmac: scanned.hmac.unwrap_or_default().to_owned(),
+        stored_hmac: text(scanned.hmac)?.to_owned(),
         entry_prev: entry_prev.to_owned(),
         expected: assumed_prev
             .map(|prev| (prev.to_owned(), hmac_over(key, scheme, prev, &pre_image))),

@@ -377,9 +377,9 @@ mod tests {
 
     use super::super::record::{GENESIS_HMAC, Scheme, expected_hmac};
     use super::super::segments::{LineReader, MAX_LINE_BYTES};
-    use super::{Batch, BatchCutter};
     use super::super::verify::verify_with_workers;
     use super::super::{ARCHIVE_DIR, EVENT_CHAIN_TEAR_ACKNOWLEDGED, EVENT_CHAIN_TORN_RECORD};
+    use super::{Batch, BatchCutter};
     use crate::key::AuditKey;
 
     /// The thread and batch shapes the parallel verifier is compared under: one-line batches
