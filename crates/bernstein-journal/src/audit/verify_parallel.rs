@@ -379,7 +379,7 @@ mod tests {
     use super::super::segments::{LineReader, MAX_LINE_BYTES};
     use super::super::verify::verify_with_workers;
     use super::super::{ARCHIVE_DIR, EVENT_CHAIN_TEAR_ACKNOWLEDGED, EVENT_CHAIN_TORN_RECORD};
-    use super::{Batch, BatchCutter};
+    use super::{BATCH_BYTES, Batch, BatchCutter, READ_BYTES};
     use crate::key::AuditKey;
 
     /// The thread and batch shapes the parallel verifier is compared under: one-line batches
@@ -507,6 +507,25 @@ mod tests {
         exact.push(b'\n');
         let (lines, _) = cut_in_batches(&exact, 1, 16 * 1024, None);
         assert_eq!(lines[0].3.as_ref().map(Vec::len), Some(MAX_LINE_BYTES));
+    }
+
+    #[test]
+    fn a_batch_of_long_lines_is_cut_by_its_bytes() {
+        // 256 lines of 100 KiB would be a 25 MiB batch; the reader cuts after about 1 MiB.
+        let line = [vec![b'x'; 100 * 1024], b"\n".to_vec()].concat();
+        let segment = line.repeat(300);
+        let mut cutter = BatchCutter::new(&segment[..], 256);
+        let mut lines = 0;
+        while let Ok(Some(batch)) = cutter.next_batch() {
+            assert!(
+                batch.bytes.len() <= BATCH_BYTES + line.len() + READ_BYTES,
+                "a batch of {} lines holds {} bytes",
+                batch.lines.len(),
+                batch.bytes.len()
+            );
+            lines += batch.lines.len();
+        }
+        assert_eq!(lines, 300);
     }
 
     #[test]
