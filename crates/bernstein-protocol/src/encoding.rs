@@ -2,13 +2,32 @@
 
 use base64::Engine as _;
 
+/// The two lowercase hex digits of `byte`.
+fn hex_pair(byte: u8) -> [u8; 2] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    [
+        DIGITS[usize::from(byte >> 4)],
+        DIGITS[usize::from(byte & 0xf)],
+    ]
+}
+
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0xf) as usize] as char);
+    for &b in bytes {
+        let [high, low] = hex_pair(b);
+        out.push(char::from(high));
+        out.push(char::from(low));
+    }
+    out
+}
+
+/// Lowercase hex of a 32-byte digest, on the stack: the same digits as [`hex`] without an
+/// allocation, for loops that compare a digest per line.
+pub fn hex_32(digest: &[u8; 32]) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    for (pair, &byte) in out.chunks_exact_mut(2).zip(digest) {
+        pair.copy_from_slice(&hex_pair(byte));
     }
     out
 }

@@ -15,7 +15,7 @@
 //! accepts is one the full path accepts with the same members, and the property tests below
 //! hold it to that.
 
-use bernstein_protocol::pyjson::{Dialect, Value};
+use bernstein_protocol::pyjson::{Dialect, Value, write_repr_layout};
 
 /// Nesting deeper than this is left to the full path (which has its own limit).
 const MAX_SCAN_DEPTH: usize = 64;
@@ -94,6 +94,13 @@ fn printable(text: &[u8]) -> bool {
         .fold(true, |all, &b| all & (b' '..=b'~').contains(&b))
 }
 
+/// Whether the float token `text` is what Python's `repr` writes for the value it parses to,
+/// found by parsing it and writing the value out again as the full path does.
+fn float_written_back(text: &str) -> bool {
+    text.parse::<f64>()
+        .is_ok_and(|value| Value::Float(value).dumps(Dialect::PY_SPACED) == text)
+}
+
 /// Most significant digits [`short_float_is_python_repr`] decides on.
 const SHORT_FLOAT_DIGITS: usize = 15;
 
@@ -147,11 +154,11 @@ fn short_float_is_python_repr(text: &[u8]) -> Option<bool> {
         return None;
     }
     let mut written = ShortText::default();
-    if negative {
-        written.push(b'-')?;
-    }
-    write_python_layout(&mut written, significant, point)?;
-    Some(written.as_slice() == text)
+    let mut fits = true;
+    write_repr_layout(negative, significant, point, &mut |piece| {
+        fits &= written.extend(piece.iter().copied()).is_some();
+    });
+    Some(fits && written.as_slice() == text)
 }
 
 /// A float's text on the stack: the scanner's hot path allocates nothing for it.
@@ -183,50 +190,6 @@ impl ShortText {
 
     fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
-    }
-}
-
-/// `repr`'s layout of the significant digits `digits` of a value `0.<digits> × 10^point`:
-/// fixed notation when `-4 < point <= 16`, otherwise `d.ddde±XX`. `None` when it outgrows
-/// `out`.
-fn write_python_layout(out: &mut ShortText, digits: &[u8], point: i32) -> Option<()> {
-    let count = i32::try_from(digits.len()).ok()?;
-    let zeros = |n: i32| std::iter::repeat_n(b'0', n.unsigned_abs() as usize);
-    if -4 < point && point <= 16 {
-        if point <= 0 {
-            out.extend(*b"0.")?;
-            out.extend(zeros(point))?;
-            out.extend(digits.iter().copied())
-        } else if point < count {
-            let (whole, part) = digits.split_at(point.unsigned_abs() as usize);
-            out.extend(whole.iter().copied())?;
-            out.push(b'.')?;
-            out.extend(part.iter().copied())
-        } else {
-            out.extend(digits.iter().copied())?;
-            out.extend(zeros(point - count))?;
-            out.extend(*b".0")
-        }
-    } else {
-        let (&lead, rest) = digits.split_first()?;
-        out.push(lead)?;
-        if !rest.is_empty() {
-            out.push(b'.')?;
-            out.extend(rest.iter().copied())?;
-        }
-        let exponent = (point - 1).unsigned_abs();
-        out.push(b'e')?;
-        out.push(if point - 1 < 0 { b'-' } else { b'+' })?;
-        if exponent < 10 {
-            out.push(b'0')?;
-        }
-        if exponent >= 100 {
-            out.push(b'0' + (exponent / 100) as u8)?;
-        }
-        if exponent >= 10 {
-            out.push(b'0' + (exponent / 10 % 10) as u8)?;
-        }
-        out.push(b'0' + (exponent % 10) as u8)
     }
 }
 
@@ -407,15 +370,9 @@ impl<'a> Scanner<'a> {
             return plain.then_some(());
         }
         let text = &self.bytes[start..self.at];
-        let canonical = match short_float_is_python_repr(text) {
-            Some(canonical) => canonical,
-            None => {
-                let text = std::str::from_utf8(text).ok()?;
-                let value: f64 = text.parse().ok()?;
-                Value::Float(value).dumps(Dialect::PY_SPACED) == text
-            }
-        };
-        canonical.then_some(())
+        short_float_is_python_repr(text)
+            .unwrap_or_else(|| std::str::from_utf8(text).is_ok_and(float_written_back))
+            .then_some(())
     }
 
     fn digits(&mut self) -> &'a [u8] {
@@ -721,18 +678,50 @@ mod tests {
             })
     }
 
-    /// The slow float check: parse the text and write the value out again as Python does.
-    fn float_written_back(text: &str) -> bool {
-        text.parse::<f64>()
-            .is_ok_and(|value| Value::Float(value).dumps(Dialect::PY_SPACED) == text)
-    }
-
     fn check_short_float(text: &str, expect: Option<bool>) {
         let decided = short_float_is_python_repr(text.as_bytes());
         assert_eq!(decided, expect, "{text}");
         if let Some(canonical) = decided {
             assert_eq!(canonical, float_written_back(text), "{text}");
         }
+    }
+
+    /// Every `repr` text CPython wrote in the pyjson fixtures that the text-only check decides
+    /// is accepted, and the short ones are all decided.
+    #[test]
+    fn cpython_repr_texts_are_accepted_from_their_text() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/pyjson/python_json_cases.json"
+        );
+        let cases: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut decided = 0;
+        for case in cases["floats"].as_array().unwrap() {
+            let text = case["repr"].as_str().unwrap();
+            if text.contains("inf") || text.contains("nan") {
+                continue;
+            }
+            let digits = text
+                .split(['e', 'E'])
+                .next()
+                .unwrap()
+                .trim_start_matches(['-', '0', '.'])
+                .replace('.', "");
+            match short_float_is_python_repr(text.as_bytes()) {
+                Some(canonical) => {
+                    assert!(canonical, "{text}");
+                    decided += 1;
+                }
+                None => assert!(
+                    digits.trim_end_matches('0').len() > SHORT_FLOAT_DIGITS
+                        || text.contains("e-3")
+                        || text.contains("e+3"),
+                    "{text} was not decided"
+                ),
+            }
+        }
+        assert!(decided > 100, "{decided}");
     }
 
     #[test]

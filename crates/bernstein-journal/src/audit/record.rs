@@ -17,7 +17,10 @@ use std::borrow::Cow;
 
 use bernstein_protocol::pyjson::{Dialect, Object, ParseError, Value};
 
-use crate::crypto::{constant_time_eq, hmac_sha256_hex};
+use bernstein_protocol::encoding::hex;
+use ring::hmac;
+
+use crate::crypto::constant_time_eq;
 use crate::key::AuditKey;
 
 /// `prev_hmac` of the first record ever written.
@@ -177,17 +180,31 @@ pub(crate) fn hmac_over(
     prev_hmac: &str,
     body_json: &str,
 ) -> String {
+    let mac_key = hmac::Key::new(hmac::HMAC_SHA256, scheme_key(key, scheme));
+    let mut context = record_mac(&mac_key, scheme, prev_hmac.as_bytes());
+    context.update(body_json.as_bytes());
+    hex(context.sign().as_ref())
+}
+
+/// The key bytes a record of `scheme` is MACed under: the master key for scheme 1, the derived
+/// audit key for scheme 2.
+pub(crate) fn scheme_key(key: &AuditKey, scheme: Scheme) -> &[u8] {
     match scheme {
-        Scheme::V2 => hmac_sha256_hex(
-            key.audit_key(),
-            &[
-                SCHEME_2_DOMAIN_TAG.as_bytes(),
-                prev_hmac.as_bytes(),
-                body_json.as_bytes(),
-            ],
-        ),
-        Scheme::V1 => hmac_sha256_hex(key.master(), &[prev_hmac.as_bytes(), body_json.as_bytes()]),
+        Scheme::V1 => key.master(),
+        Scheme::V2 => key.audit_key(),
     }
+}
+
+/// A record's MAC under `mac_key` (the [`scheme_key`] of `scheme`), started with what comes
+/// before the record's body: scheme 2's domain tag, then the predecessor's `hmac`. The body's
+/// bytes follow, whole or in pieces. The one definition the writer and both verifier paths use.
+pub(crate) fn record_mac(mac_key: &hmac::Key, scheme: Scheme, prev_hmac: &[u8]) -> hmac::Context {
+    let mut context = hmac::Context::with_key(mac_key);
+    if scheme == Scheme::V2 {
+        context.update(SCHEME_2_DOMAIN_TAG.as_bytes());
+    }
+    context.update(prev_hmac);
+    context
 }
 
 /// Whether a record's stored `hmac` matches the one computed from the predecessor the record

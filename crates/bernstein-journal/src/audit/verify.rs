@@ -16,13 +16,15 @@ use std::collections::{HashSet, VecDeque};
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
+use bernstein_protocol::encoding::hex_32;
 use bernstein_protocol::pyjson::{Object, Value};
+use ring::hmac;
 
 use super::canonical_scan::scan_canonical_record;
 use super::record::{
     CanonicalRecord, GENESIS_HMAC, LEGACY_ANCHOR_EVENT_TYPES, LineDefect, PREV_CHAIN_DIGEST_KEY,
-    SCHEME_2_DOMAIN_TAG, Scheme, body_pre_image, canonical_line_pre_image, hmac_over,
-    parse_record_line, prefix_chars, python_int_or_zero, python_str,
+    Scheme, body_pre_image, canonical_line_pre_image, hmac_over, parse_record_line, prefix_chars,
+    python_int_or_zero, python_str, record_mac, scheme_key,
 };
 use super::report::{Finding, FindingKind, Tear, TearClass, VerifyProgress, VerifyReport};
 use super::segments::{
@@ -32,7 +34,6 @@ use super::segments::{
 use super::{EVENT_CHAIN_TEAR_ACKNOWLEDGED, EVENT_CHAIN_TORN_RECORD};
 use crate::crypto::constant_time_eq;
 use crate::key::AuditKey;
-use ring::hmac;
 
 /// How often (in on-disk bytes) the progress callback is called at most.
 const PROGRESS_STEP_BYTES: u64 = 1024 * 1024;
@@ -197,9 +198,17 @@ pub(crate) struct ChainMacs {
 
 impl ChainMacs {
     pub(crate) fn new(key: &AuditKey) -> ChainMacs {
+        let expand = |scheme| hmac::Key::new(hmac::HMAC_SHA256, scheme_key(key, scheme));
         ChainMacs {
-            scheme_1: hmac::Key::new(hmac::HMAC_SHA256, key.master()),
-            scheme_2: hmac::Key::new(hmac::HMAC_SHA256, key.audit_key()),
+            scheme_1: expand(Scheme::V1),
+            scheme_2: expand(Scheme::V2),
+        }
+    }
+
+    fn key(&self, scheme: Scheme) -> &hmac::Key {
+        match scheme {
+            Scheme::V1 => &self.scheme_1,
+            Scheme::V2 => &self.scheme_2,
         }
     }
 }
@@ -231,31 +240,17 @@ pub(crate) fn linked_line(macs: &ChainMacs, bytes: &[u8], assumed: &str) -> Opti
         return None;
     }
     let stored: [u8; 64] = scanned.hmac?.try_into().ok()?;
-    let (before, after) = scanned.pre_image(bytes);
-    let mut context = if scanned.scheme == 2 {
-        let mut context = hmac::Context::with_key(&macs.scheme_2);
-        context.update(SCHEME_2_DOMAIN_TAG.as_bytes());
-        context
+    let scheme = if scanned.scheme == 2 {
+        Scheme::V2
     } else {
-        hmac::Context::with_key(&macs.scheme_1)
+        Scheme::V1
     };
-    context.update(assumed.as_bytes());
+    let (before, after) = scanned.pre_image(bytes);
+    let mut context = record_mac(macs.key(scheme), scheme, assumed.as_bytes());
     context.update(before);
     context.update(after);
-    let expected = lower_hex(context.sign().as_ref())?;
+    let expected = hex_32(context.sign().as_ref().try_into().ok()?);
     constant_time_eq(&stored, &expected).then_some(stored)
-}
-
-/// A 32-byte tag as 64 lowercase hex digits, the way the writers store it.
-fn lower_hex(tag: &[u8]) -> Option<[u8; 64]> {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let tag: &[u8; 32] = tag.try_into().ok()?;
-    let mut out = [0u8; 64];
-    for (pair, byte) in out.chunks_exact_mut(2).zip(tag) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 0x0f)];
-    }
-    Some(out)
 }
 
 /// `details` when it is an object, else empty.

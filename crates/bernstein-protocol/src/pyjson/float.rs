@@ -12,42 +12,72 @@ pub(crate) fn python_repr(x: f64) -> String {
     // Rust's `{:e}` prints the shortest digits that round-trip, like Python's repr; only the
     // layout differs, so take the digits and the exponent from it and lay them out again.
     let (digits, exponent) = shortest_digits(x.abs());
-    let decpt = exponent + 1;
     let mut out = String::with_capacity(digits.len() + 8);
-    if x.is_sign_negative() {
-        out.push('-');
+    write_repr_layout(
+        x.is_sign_negative(),
+        digits.as_bytes(),
+        exponent + 1,
+        &mut |piece| out.push_str(std::str::from_utf8(piece).unwrap_or_default()),
+    );
+    out
+}
+
+/// `repr`'s layout of a finite float from its sign, its significant digits (ASCII, no trailing
+/// zeros) and the position of its decimal point: the value is `0.<digits>` times ten to
+/// `point`. Fixed notation when `-4 < point <= 16`, otherwise `d.ddde±XX`. The pieces go to
+/// `out` in order, so a caller can lay the text into a buffer of its own (the audit scanner
+/// checks a float's text with no allocation).
+pub fn write_repr_layout(negative: bool, digits: &[u8], point: i32, out: &mut dyn FnMut(&[u8])) {
+    if negative {
+        out(b"-");
     }
-    if -4 < decpt && decpt <= 16 {
-        let ndigits = digits.len() as i32;
-        if decpt <= 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', (-decpt) as usize));
-            out.push_str(&digits);
-        } else if decpt < ndigits {
-            out.push_str(&digits[..decpt as usize]);
-            out.push('.');
-            out.push_str(&digits[decpt as usize..]);
+    let count = i32::try_from(digits.len()).unwrap_or(i32::MAX);
+    let zeros = |out: &mut dyn FnMut(&[u8]), n: u32| {
+        for _ in 0..n {
+            out(b"0");
+        }
+    };
+    if -4 < point && point <= 16 {
+        if point <= 0 {
+            out(b"0.");
+            zeros(out, point.unsigned_abs());
+            out(digits);
+        } else if point < count {
+            let (whole, part) = digits.split_at(point.unsigned_abs() as usize);
+            out(whole);
+            out(b".");
+            out(part);
         } else {
-            out.push_str(&digits);
-            out.extend(std::iter::repeat_n('0', (decpt - ndigits) as usize));
-            out.push_str(".0");
+            out(digits);
+            zeros(out, (point - count).unsigned_abs());
+            out(b".0");
         }
     } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
+        let (lead, rest) = digits.split_at(digits.len().min(1));
+        out(lead);
+        if !rest.is_empty() {
+            out(b".");
+            out(rest);
         }
-        let e = decpt - 1;
-        out.push('e');
-        out.push(if e < 0 { '-' } else { '+' });
-        let magnitude = e.unsigned_abs();
+        let exponent = point - 1;
+        out(if exponent < 0 { b"e-" } else { b"e+" });
+        let magnitude = exponent.unsigned_abs();
         if magnitude < 10 {
-            out.push('0');
+            out(b"0");
         }
-        out.push_str(&magnitude.to_string());
+        let mut text = [0u8; 10];
+        let mut at = text.len();
+        let mut rest = magnitude;
+        loop {
+            at -= 1;
+            text[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        out(&text[at..]);
     }
-    out
 }
 
 /// The shortest round-trip decimal digits of a finite, non-negative `x` and the exponent of the

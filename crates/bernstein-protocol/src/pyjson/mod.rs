@@ -20,6 +20,7 @@ mod jcs;
 mod parse;
 mod serde_bridge;
 
+pub use float::write_repr_layout;
 pub use parse::ParseError;
 
 /// A JSON value as Python's `json.loads` produces it.
