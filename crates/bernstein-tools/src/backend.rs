@@ -573,8 +573,8 @@ impl Backend {
                     store.claim_on_backlog(
                         |rows| {
                             let origin = backlog_path(&root).display().to_string();
-                            let entries = entries_from_rows(rows, &origin)?;
-                            claim_on_entries(&root, key, &request, &entries, None)
+                            let entries = entries_from_rows(rows.iter().copied(), &origin)?;
+                            claim_on_entries(&root, key, &request, entries, None)
                         },
                         |outcome| {
                             outcome
@@ -592,7 +592,7 @@ impl Backend {
                 // holds its claim event.
                 let mut receipt = outcome.receipt;
                 receipt.backlog_snapshot = Some(outcome.normalised_rows);
-                Ok(Value::Object(receipt.to_wire()))
+                Ok(Value::Object(receipt.into_wire()))
             }
         }
     }

@@ -281,9 +281,12 @@ pub fn parse_backlog(text: &str, origin: &str) -> Result<Vec<BacklogEntry>> {
 /// # Errors
 ///
 /// [`Error::Malformed`] for a row that does not hydrate, or a duplicated id.
-pub fn entries_from_rows(rows: &[Object], origin: &str) -> Result<Vec<BacklogEntry>> {
+pub fn entries_from_rows<'a>(
+    rows: impl IntoIterator<Item = &'a Object>,
+    origin: &str,
+) -> Result<Vec<BacklogEntry>> {
     let entries = rows
-        .iter()
+        .into_iter()
         .map(BacklogEntry::from_dict)
         .collect::<Result<Vec<_>>>()?;
     check_unique_ids(&entries, origin)?;

@@ -194,10 +194,11 @@ impl ClaimOutcome {
 /// Issues a signed claim receipt over `entries` (the backlog in file order).
 ///
 /// 1. The first row the filter allows is chosen.
-/// 2. For a grant, the row is claimed in a copy of the backlog (status `in_progress`, the
-///    claimer, `claimed_at`, one more attempt), the `task.claim_receipt` event
-///    (`claim_path: "mcp_claim"`) is appended to `chain` first, and its `prev_chain_digest`
-///    becomes `chainHead`. The caller persists [`ClaimOutcome::rows`].
+/// 2. For a grant, the row is claimed in the backlog, which is taken by value and handed back
+///    as [`ClaimOutcome::rows`] (status `in_progress`, the claimer, `claimed_at`, one more
+///    attempt), the `task.claim_receipt` event (`claim_path: "mcp_claim"`) is appended to
+///    `chain` first, and its `prev_chain_digest` becomes `chainHead`. The caller persists
+///    [`ClaimOutcome::rows`].
 /// 3. For a refusal nothing is written: `taskId` is empty and `chainHead` is the chain's
 ///    state head, its newest entry that is not a call anchor
 ///    ([`super::receipt::refusal_chain_head`]).
@@ -213,7 +214,7 @@ impl ClaimOutcome {
 /// [`Error::Malformed`] for an unsafe claimer id or an attempt counter that cannot grow;
 /// the chain's errors when the audit append fails (then nothing was granted).
 pub fn issue_claim_receipt(
-    entries: &[BacklogEntry],
+    entries: Vec<BacklogEntry>,
     request: &ClaimRequest,
     signer: &SigningIdentity,
     chain: &AuditChain,
@@ -225,8 +226,8 @@ pub fn issue_claim_receipt(
     let time: Option<ClaimTime> = time.into();
     request.validate()?;
     let filter_digest = request.filter.digest();
-    let Some(index) = request.filter.select(entries) else {
-        let normalised = normalised_rows(entries);
+    let Some(index) = request.filter.select(&entries) else {
+        let normalised = normalised_rows(&entries);
         let receipt = ClaimReceipt::new(
             REFUSED_TASK_ID,
             request.fingerprint(),
@@ -237,13 +238,13 @@ pub fn issue_claim_receipt(
         .signed(signer);
         return Ok(ClaimOutcome {
             receipt,
-            rows: entries.to_vec(),
+            rows: entries,
             normalised_rows: normalised,
             claimed_index: None,
             audit_record: None,
         });
     };
-    let mut rows = entries.to_vec();
+    let mut rows = entries;
     let claimed = &mut rows[index];
     claimed.claim(&request.claimer_id, time.map_or(0.0, |t| t.claimed_at))?;
     let event = claim_receipt_event(
@@ -324,7 +325,7 @@ pub fn claim_in_project(
     )?;
     let _lock = BacklogLock::acquire(&backlog)?;
     let entries = read_backlog(&backlog)?;
-    let outcome = claim_on_entries(project_root, key, request, &entries, time)?;
+    let outcome = claim_on_entries(project_root, key, request, entries, time)?;
     if outcome.granted() {
         write_backlog(&backlog, &outcome.rows)?;
     }
@@ -345,7 +346,7 @@ pub fn claim_on_entries(
     project_root: &Path,
     key: AuditKey,
     request: &ClaimRequest,
-    entries: &[BacklogEntry],
+    entries: Vec<BacklogEntry>,
     time: impl Into<Option<ClaimTime>>,
 ) -> Result<ClaimOutcome> {
     request.validate()?;

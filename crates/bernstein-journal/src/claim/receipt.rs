@@ -210,6 +210,12 @@ impl ClaimReceipt {
     /// signature, signerPublicKeyPem, pollToken`, then `backlogSource, backlogSnapshot` for a
     /// task-store receipt.
     pub fn to_wire(&self) -> Object {
+        self.clone().into_wire()
+    }
+
+    /// [`ClaimReceipt::to_wire`], moving the snapshot's rows into the wire object instead of
+    /// copying them (a task-store receipt carries every open row of the backlog).
+    pub fn into_wire(self) -> Object {
         let mut wire = Object::new()
             .with("taskId", self.task_id.as_str())
             .with("granted", self.granted())
@@ -225,11 +231,11 @@ impl ClaimReceipt {
             .with("signature", self.signature.as_str())
             .with("signerPublicKeyPem", self.signer_public_key_pem.as_str())
             .with("pollToken", self.poll_token());
-        if let Some(snapshot) = &self.backlog_snapshot {
+        if let Some(snapshot) = self.backlog_snapshot {
             wire.insert("backlogSource", BACKLOG_SOURCE_TASK_STORE);
             wire.insert(
                 "backlogSnapshot",
-                Value::Array(snapshot.iter().cloned().map(Value::Object).collect()),
+                Value::Array(snapshot.into_iter().map(Value::Object).collect()),
             );
         }
         wire

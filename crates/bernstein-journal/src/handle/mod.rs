@@ -58,7 +58,7 @@ pub use seal::{
     seal_terminal_run_at, terminal_event,
 };
 pub use status::{TaskStatus, project_events, project_task_status};
-pub use wire::{render_indent2, render_indent2_objects};
+pub use wire::{join_indent2_items, render_indent2, render_indent2_item, render_indent2_objects};
 
 use crate::audit::{AuditChain, head_index};
 use crate::crypto::sha256_hex;

@@ -17,17 +17,34 @@ pub fn render_indent2(value: &Value) -> String {
 /// Python's `json.dumps(rows, indent=2)` for a list of objects, without first moving them
 /// into one [`Value`] (a backlog of thousands of rows is rendered on every claim).
 pub fn render_indent2_objects(rows: &[Object]) -> String {
-    if rows.is_empty() {
-        return "[]".to_owned();
-    }
+    join_indent2_items(rows.iter().map(render_indent2_item))
+}
+
+/// The text `json.dumps(rows, indent=2)` writes for `object` as one item of the top-level
+/// array `rows`. A caller that keeps these texts beside its rows renders the whole array again
+/// with [`join_indent2_items`], without walking the rows that did not change.
+pub fn render_indent2_item(object: &Object) -> String {
+    let mut out = String::new();
+    write_indented_object(&mut out, object, 1);
+    out
+}
+
+/// `json.dumps(rows, indent=2)` from the item texts of `rows` ([`render_indent2_item`]), in
+/// order.
+pub fn join_indent2_items(items: impl IntoIterator<Item = impl AsRef<str>>) -> String {
     let mut out = String::new();
     out.push('[');
-    for (n, row) in rows.iter().enumerate() {
-        if n > 0 {
+    let mut empty = true;
+    for item in items {
+        if !empty {
             out.push(',');
         }
+        empty = false;
         push_newline_indent(&mut out, 1);
-        write_indented_object(&mut out, row, 1);
+        out.push_str(item.as_ref());
+    }
+    if empty {
+        return "[]".to_owned();
     }
     push_newline_indent(&mut out, 0);
     out.push(']');

@@ -444,7 +444,7 @@ fn the_pure_issuer_returns_rows_and_writes_only_the_audit_event() {
     let chain = AuditChain::open(project.path().join(".sdd/audit"), audit_key());
     let signer = SigningIdentity::from_seed(&[0x11; 32]).unwrap();
     let outcome = issue_claim_receipt(
-        &entries,
+        entries.clone(),
         &vector_grant_request(),
         &signer,
         &chain,
@@ -475,7 +475,7 @@ fn the_pure_issuer_returns_rows_and_writes_only_the_audit_event() {
     let segment = project.path().join(".sdd/audit/2026-07-11.jsonl");
     let audit_before = fs::read(&segment).unwrap();
     let refusal = issue_claim_receipt(
-        &outcome.rows,
+        outcome.rows.clone(),
         &vector_refusal_request(),
         &signer,
         &chain,

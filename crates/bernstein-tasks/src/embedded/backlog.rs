@@ -50,7 +50,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bernstein_journal::handle::render_indent2_objects;
+use bernstein_journal::handle::{join_indent2_items, render_indent2_item};
 use bernstein_protocol::pyjson::{Object, Value};
 
 use super::fsio::{self, LockFile, LockGuard};
@@ -77,6 +77,29 @@ pub(crate) struct BacklogClaim {
     pub(crate) attempts: Option<u32>,
 }
 
+/// One row of the backlog file, with the text `json.dumps(rows, indent=2)` writes for it.
+/// Rows are shared between the file's last reading, a projection and the rows held for a
+/// claim, and a file is rendered by joining its rows' texts: a claim then copies and renders
+/// only the rows that changed, not every open row of the backlog.
+#[derive(Debug)]
+pub(crate) struct Row {
+    /// The row.
+    pub(crate) object: Object,
+    /// Its item text in the file (see [`render_indent2_item`]).
+    text: String,
+}
+
+impl Row {
+    /// A row, rendered once.
+    pub(crate) fn new(object: Object) -> Arc<Row> {
+        let text = render_indent2_item(&object);
+        Arc::new(Row { object, text })
+    }
+}
+
+/// The rows of a backlog file, in file order.
+pub(crate) type Rows = Arc<Vec<Arc<Row>>>;
+
 /// The backlog as read under its lock.
 #[derive(Debug)]
 pub(crate) struct LockedBacklog<'a> {
@@ -87,7 +110,7 @@ pub(crate) struct LockedBacklog<'a> {
     /// The file text, `None` when the file does not exist.
     original: Option<Arc<str>>,
     /// The rows, or why the file cannot be used.
-    rows: Result<Arc<Vec<Object>>, String>,
+    rows: Result<Rows, String>,
     /// Whether `original` is known to be the indent-2 rendering of `rows`, so a projection
     /// that keeps every row needs no rendering to know the file is current.
     canonical: bool,
@@ -103,7 +126,7 @@ pub(crate) struct LockedBacklog<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct KnownBacklog {
     text: Arc<str>,
-    rows: Arc<Vec<Object>>,
+    rows: Rows,
     /// Whether `text` is the indent-2 rendering of `rows`.
     canonical: bool,
 }
@@ -165,7 +188,7 @@ fn read<'a>(
     Ok(backlog)
 }
 
-fn parse_rows(text: &str) -> Result<Vec<Object>, String> {
+fn parse_rows(text: &str) -> Result<Vec<Arc<Row>>, String> {
     let value = Value::parse(text).map_err(|e| format!("not JSON: {e:?}"))?;
     let Value::Array(items) = value else {
         return Err("not a JSON array".to_owned());
@@ -182,7 +205,7 @@ fn parse_rows(text: &str) -> Result<Vec<Object>, String> {
         if !seen.insert(id.clone()) {
             return Err(format!("duplicate task id {id:?}"));
         }
-        rows.push(row);
+        rows.push(Row::new(row));
     }
     Ok(rows)
 }
@@ -207,8 +230,11 @@ fn row_is_plain_open(row: &Object) -> bool {
 
 /// The claims recorded on `rows` (an `in_progress` row naming a claimer) for tasks `is_open`
 /// reports as still `open` in the store.
-pub(crate) fn claims_in(rows: &[Object], is_open: impl Fn(&TaskId) -> bool) -> Vec<BacklogClaim> {
-    rows.iter()
+pub(crate) fn claims_in<'a>(
+    rows: impl IntoIterator<Item = &'a Object>,
+    is_open: impl Fn(&TaskId) -> bool,
+) -> Vec<BacklogClaim> {
+    rows.into_iter()
         .filter_map(|row| {
             let task_id = row_id(row)?;
             let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
@@ -256,7 +282,7 @@ impl LockedBacklog<'_> {
     /// Claims recorded on the file for tasks `is_open` reports as still `open` in the store.
     pub(crate) fn claims_to_adopt(&self, is_open: impl Fn(&TaskId) -> bool) -> Vec<BacklogClaim> {
         match &self.rows {
-            Ok(rows) => claims_in(rows, is_open),
+            Ok(rows) => claims_in(rows.iter().map(|row| &row.object), is_open),
             Err(_) => Vec::new(),
         }
     }
@@ -298,6 +324,7 @@ impl LockedBacklog<'_> {
         rows.iter()
             .enumerate()
             .filter_map(|(index, row)| {
+                let row = &row.object;
                 let id = row_id(row)?;
                 let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
                     && row_claimer(row).is_some();
@@ -328,7 +355,7 @@ impl LockedBacklog<'_> {
         };
         let mut actions = Vec::with_capacity(rows.len());
         let mut seen = HashSet::with_capacity(rows.len());
-        for row in rows.iter() {
+        for row in rows.iter().map(|row| &row.object) {
             let Some(slot) = row_id(row).and_then(|id| index.slot(&id)) else {
                 actions.push(RowAction::Keep);
                 continue;
@@ -369,13 +396,13 @@ impl LockedBacklog<'_> {
         let mut out = Vec::with_capacity(rows.len() + missing.len());
         for (row, action) in rows.iter().zip(actions) {
             match action {
-                RowAction::Keep => out.push(row.clone()),
+                RowAction::Keep => out.push(Arc::clone(row)),
                 RowAction::Drop => {}
-                RowAction::Project(slot) => out.extend(project(&load(slot)?)),
+                RowAction::Project(slot) => out.extend(project(&load(slot)?).map(Row::new)),
             }
         }
         for slot in missing {
-            out.extend(project(&load(slot)?));
+            out.extend(project(&load(slot)?).map(Row::new));
         }
         let text = Some(render_rows(&out)).filter(|text| !self.holds(text));
         Ok(Some(Projection {
@@ -407,13 +434,13 @@ enum RowAction {
 /// hold it already.
 #[derive(Debug)]
 pub(crate) struct Projection {
-    pub(crate) rows: Arc<Vec<Object>>,
+    pub(crate) rows: Rows,
     pub(crate) text: Option<String>,
 }
 
-/// The file text of `rows`: `json.dumps(rows, indent=2)`.
-pub(crate) fn render_rows(rows: &[Object]) -> String {
-    render_indent2_objects(rows)
+/// The file text of `rows`: `json.dumps(rows, indent=2)`, joined from the rows' texts.
+pub(crate) fn render_rows(rows: &[Arc<Row>]) -> String {
+    join_indent2_items(rows.iter().map(|row| row.text.as_str()))
 }
 
 /// The row status a task in `status` projects to, or `None` when it has no row.
@@ -786,6 +813,7 @@ impl BacklogTracker {
         held: HeldBacklog<'_>,
         rows: Vec<Object>,
     ) -> Result<(), Error> {
+        let rows: Vec<Arc<Row>> = rows.into_iter().map(Row::new).collect();
         let text = render_rows(&rows);
         fsio::write_atomic(&held.path, text.as_bytes())?;
         self.remember(Some(KnownBacklog {
@@ -803,7 +831,7 @@ pub(crate) struct HeldBacklog<'a> {
     _guard: Option<LockGuard<'a>>,
     path: PathBuf,
     /// The rows the file must hold: the store's tasks projected onto it.
-    pub(crate) rows: Arc<Vec<Object>>,
+    pub(crate) rows: Rows,
     /// Their rendering, when the file does not hold it yet.
     pending: Option<String>,
     /// The text on the file (`None`: no file).
@@ -956,6 +984,50 @@ mod tests {
                 bad
             );
         }
+    }
+
+    #[test]
+    fn a_projection_shares_the_rows_it_keeps_and_renders_them_as_json_dumps() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
+        let mut tasks: Vec<Task> = (0..4)
+            .map(|n| task(&format!("t-{n}"), TaskStatus::Open))
+            .collect();
+        let index = index_of(&tasks);
+        let first = lock_and_read(dir.path(), &lock, None).unwrap();
+        let known = first
+            .reconcile(&index, |slot| Ok(tasks[slot].clone()))
+            .unwrap()
+            .unwrap();
+        drop(first);
+        // One task moves on; the other rows must be the same rows, not copies.
+        tasks[2].status = TaskStatus::Done;
+        let index = index_of(&tasks);
+        let second = lock_and_read(dir.path(), &lock, Some(&known)).unwrap();
+        assert!(
+            !second.parsed,
+            "the file as last written is not parsed again"
+        );
+        let projection = second
+            .projection(&index, |slot| Ok(tasks[slot].clone()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(projection.rows.len(), 3);
+        for (kept, before) in projection.rows.iter().zip([0, 1, 3]) {
+            assert!(
+                Arc::ptr_eq(kept, &known.rows[before]),
+                "row {before} copied"
+            );
+        }
+        let objects: Vec<Object> = projection
+            .rows
+            .iter()
+            .map(|row| row.object.clone())
+            .collect();
+        assert_eq!(
+            projection.text.unwrap(),
+            bernstein_journal::handle::render_indent2_objects(&objects)
+        );
     }
 
     #[test]

@@ -863,7 +863,7 @@ impl EmbeddedStore {
     /// the file in step.
     pub fn claim_on_backlog<T, E>(
         &self,
-        claim: impl FnOnce(&[Object]) -> Result<T, E>,
+        claim: impl FnOnce(&[&Object]) -> Result<T, E>,
         claimed_rows: impl FnOnce(&T) -> Option<&[Object]>,
     ) -> Result<Result<T, E>, Error> {
         let mut log = lock_mutex(&self.inner.log);
@@ -886,7 +886,8 @@ impl EmbeddedStore {
             message: format!("the backlog could not be read, so no claim is granted from it: {e}"),
         })?;
         let rows = Arc::clone(&held.rows);
-        let value = claim(&rows);
+        let objects: Vec<&Object> = rows.iter().map(|row| &row.object).collect();
+        let value = claim(&objects);
         let claimed = match &value {
             Ok(value) => claimed_rows(value),
             Err(_) => None,
@@ -906,7 +907,7 @@ impl EmbeddedStore {
         // Only the claims this call made: a claim already on the file that the store could not
         // adopt (a hostile row) was reported by the commit above and must not fail this one.
         let is_open = |id: &TaskId| log.index().status(id) == Some(TaskStatus::Open);
-        let already: HashSet<TaskId> = backlog::claims_in(&rows, is_open)
+        let already: HashSet<TaskId> = backlog::claims_in(objects.iter().copied(), is_open)
             .into_iter()
             .map(|claim| claim.task_id)
             .collect();

@@ -434,9 +434,9 @@ fn a_claim_the_log_cannot_take_is_kept_on_the_backlog_and_adopted_later() {
     let outcome = store
         .claim_on_backlog(
             |rows| {
-                let entries = entries_from_rows(rows, "task-backlog.json")?;
+                let entries = entries_from_rows(rows.iter().copied(), "task-backlog.json")?;
                 let outcome =
-                    claim_on_entries(dir.path(), test_key(), &claim, &entries, ClaimTime::now())?;
+                    claim_on_entries(dir.path(), test_key(), &claim, entries, ClaimTime::now())?;
                 // The log becomes unwritable between the claim and its adoption.
                 std::fs::rename(&log, &aside).unwrap();
                 std::fs::create_dir(&log).unwrap();
@@ -499,9 +499,9 @@ fn a_claim_adopts_its_grant_without_reading_the_backlog_it_holds() {
     let outcome = store
         .claim_on_backlog(
             |rows| {
-                let entries = entries_from_rows(rows, "task-backlog.json")?;
+                let entries = entries_from_rows(rows.iter().copied(), "task-backlog.json")?;
                 let outcome =
-                    claim_on_entries(dir.path(), test_key(), &claim, &entries, ClaimTime::now())?;
+                    claim_on_entries(dir.path(), test_key(), &claim, entries, ClaimTime::now())?;
                 // A lockless writer touches the file: same rows, new bytes and stamp.
                 let text = std::fs::read_to_string(&path).unwrap();
                 std::fs::write(&path, format!("{text}\n")).unwrap();

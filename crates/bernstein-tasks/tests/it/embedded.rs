@@ -41,8 +41,8 @@ pub(crate) fn claim_on_rows(
     store
         .claim_on_backlog(
             |rows| {
-                let entries = entries_from_rows(rows, "task-backlog.json")?;
-                claim_on_entries(dir, test_key(), &request, &entries, ClaimTime::now())
+                let entries = entries_from_rows(rows.iter().copied(), "task-backlog.json")?;
+                claim_on_entries(dir, test_key(), &request, entries, ClaimTime::now())
             },
             |outcome| {
                 outcome
