@@ -236,10 +236,14 @@ pub(crate) fn claims_in<'a>(
 ) -> Vec<BacklogClaim> {
     rows.into_iter()
         .filter_map(|row| {
-            let task_id = row_id(row)?;
+            // Most rows are open: look at the status before parsing the id.
             let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
                 && row_claimer(row).is_some();
-            (claimed && is_open(&task_id)).then(|| BacklogClaim {
+            if !claimed {
+                return None;
+            }
+            let task_id = row_id(row)?;
+            is_open(&task_id).then(|| BacklogClaim {
                 claimer: row_claimer(row)
                     .filter(|c| TaskId::parse(c).is_ok())
                     .map(str::to_owned),
@@ -325,11 +329,14 @@ impl LockedBacklog<'_> {
             .enumerate()
             .filter_map(|(index, row)| {
                 let row = &row.object;
-                let id = row_id(row)?;
                 let claimed = row.get("status").and_then(Value::as_str) == Some("in_progress")
                     && row_claimer(row).is_some();
                 let at = row.get("claimed_at").and_then(Value::as_f64)?;
-                (claimed && is_open(&id) && !(at.is_finite() && at >= 0.0)).then(|| {
+                if !claimed || at.is_finite() && at >= 0.0 {
+                    return None;
+                }
+                let id = row_id(row)?;
+                is_open(&id).then(|| {
                     (
                         index,
                         format!("task {id}: claimed_at {at} is not a Unix time"),
