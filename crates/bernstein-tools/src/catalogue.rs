@@ -18,7 +18,7 @@ use crate::outcome::ToolOutcome;
 use crate::output;
 use crate::registry::{ALIASES, AliasDef, TOOLS, ToolDef};
 use crate::spec::ToolSpec;
-use crate::tools;
+use crate::tools::{self, Payload};
 
 /// What a callable name runs.
 #[derive(Debug, Clone, Copy)]
@@ -273,11 +273,18 @@ impl Catalogue {
             _ => Object::new(),
         };
         // Each arm yields the payload, whether it reports a refusal or an error, and the
-        // payload parsed when it was parsed to find that out and left unchanged since.
+        // payload parsed when it was parsed to find that out and left unchanged since. A
+        // success a handler answered as a value stays a value: the envelope takes it as it is.
         let work = async {
             if let Some(refusal) = &refusal {
                 match self.config.validation {
-                    Validation::Strict => return (refusal_text(entry.target, refusal), true, None),
+                    Validation::Strict => {
+                        return (
+                            Payload::Text(refusal_text(entry.target, refusal)),
+                            true,
+                            None,
+                        );
+                    }
                     Validation::Permissive => tracing::warn!(
                         tool = name,
                         "input validation failed (permissive mode, call goes ahead): {}",
@@ -286,18 +293,24 @@ impl Catalogue {
                 }
             }
             match entry.target {
-                Target::Tool(def) => {
-                    let payload = tools::run_tool(self, ctx, def.name, &args).await;
-                    let (failed, parsed) = inspect_payload(&payload);
-                    let parsed = (!failed).then_some(parsed).flatten();
-                    (relative_if(failed, payload, &ctx.workdir), failed, parsed)
-                }
+                Target::Tool(def) => match tools::run_tool(self, ctx, def.name, &args).await {
+                    Payload::Value(value) if !reports_failure(&value) => {
+                        (Payload::Value(value), false, None)
+                    }
+                    payload => {
+                        let payload = payload.into_text();
+                        let (failed, parsed) = inspect_payload(&payload);
+                        let parsed = (!failed).then_some(parsed).flatten();
+                        let payload = relative_if(failed, payload, &ctx.workdir);
+                        (Payload::Text(payload), failed, parsed)
+                    }
+                },
                 Target::Alias(alias) => {
                     let payload = tools::run_alias(self, ctx, alias.name, &args).await;
                     let (failed, _) = inspect_payload(&payload);
                     let payload = relative_if(failed, payload, &ctx.workdir);
                     (
-                        alias_wrapper(alias.name, alias.replacement, &payload),
+                        Payload::Text(alias_wrapper(alias.name, alias.replacement, &payload)),
                         failed,
                         None,
                     )
@@ -334,10 +347,13 @@ impl Catalogue {
             Some(Err(declared)) => timeout_outcome(name, &declared),
             Some(Ok((payload, _, parsed))) => {
                 let text = if self.config.cost_meter {
-                    let result = parsed.unwrap_or_else(|| parsed_or_raw(&payload));
+                    let result = match payload {
+                        Payload::Value(value) => value,
+                        Payload::Text(text) => parsed.unwrap_or_else(|| parsed_or_raw(&text)),
+                    };
                     envelope_of(result, &meter)
                 } else {
-                    payload
+                    payload.into_text()
                 };
                 let structured = match entry.target {
                     Target::Tool(def) if def.structured => {
@@ -364,16 +380,18 @@ impl Catalogue {
 /// (`None` when it is not JSON), so the envelope reuses this one parse.
 fn inspect_payload(payload: &str) -> (bool, Option<PyValue>) {
     match PyValue::parse(payload) {
-        Ok(value) => {
-            let failed = value
-                .as_object()
-                .and_then(|object| object.get("error"))
-                .and_then(PyValue::as_str)
-                .is_some_and(|error| !error.is_empty());
-            (failed, Some(value))
-        }
+        Ok(value) => (reports_failure(&value), Some(value)),
         Err(_) => (false, None),
     }
+}
+
+/// Whether a payload's value reports a refusal or an error (see [`inspect_payload`]).
+fn reports_failure(value: &PyValue) -> bool {
+    value
+        .as_object()
+        .and_then(|object| object.get("error"))
+        .and_then(PyValue::as_str)
+        .is_some_and(|error| !error.is_empty())
 }
 
 /// An error payload with the project root's absolute path taken out, so an error text (the

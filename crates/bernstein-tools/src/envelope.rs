@@ -130,6 +130,37 @@ mod tests {
     }
 
     #[test]
+    fn a_value_is_enveloped_as_its_indent_two_text_would_be() {
+        // A handler that answers a value (`tools::Payload::Value`) skips rendering it and
+        // parsing it back; the envelope must not tell the difference.
+        let value = Value::Object(
+            Object::new()
+                .with("taskId", "3f2a9c1b7d0e")
+                .with("granted", true)
+                .with("claimed_at", 1_796_004_103.392_215_3)
+                .with("small", 1e-07)
+                .with("whole", 5.0)
+                .with("big", 12_345_678_901_234_567_i64)
+                .with("title", "caf\u{e9} \u{1f600} \"quoted\"\n")
+                .with("claimer", Value::Null)
+                .with(
+                    "backlogSnapshot",
+                    Value::Array(vec![
+                        Value::Object(
+                            Object::new()
+                                .with("id", "a")
+                                .with("depends_on", Value::Array(vec![])),
+                        ),
+                        Value::Object(Object::new()),
+                    ]),
+                ),
+        );
+        let meter = meter(1_796_003_130_922_350, 6.0644);
+        let text = bernstein_journal::handle::render_indent2(&value);
+        assert_eq!(envelope_of(value.clone(), &meter), envelope(&text, &meter));
+    }
+
+    #[test]
     fn latency_rounds_to_three_places() {
         assert_eq!(round3(0.2904), 0.29);
         assert_eq!(round3(17.3715), 17.372);

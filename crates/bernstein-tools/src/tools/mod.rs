@@ -19,6 +19,34 @@ use bernstein_tasks::remote::TraceContext;
 use crate::catalogue::Catalogue;
 use crate::context::ToolContext;
 
+/// A handler's answer: its payload text, or the value whose `json.dumps(value, indent=2)` is
+/// the payload. A handler that holds its answer as a value hands the value over, so the
+/// catalogue does not render it only to parse it back for the `_meter` envelope (a claim's
+/// answer carries every open row of the backlog).
+#[derive(Debug)]
+pub(crate) enum Payload {
+    /// The payload text.
+    Text(String),
+    /// The payload as a value, rendered with indent 2 when its text is needed.
+    Value(Value),
+}
+
+impl Payload {
+    /// The payload text.
+    pub(crate) fn into_text(self) -> String {
+        match self {
+            Payload::Text(text) => text,
+            Payload::Value(value) => render_indent2(&value),
+        }
+    }
+}
+
+impl From<String> for Payload {
+    fn from(text: String) -> Payload {
+        Payload::Text(text)
+    }
+}
+
 /// The hint of a task-backend failure.
 pub(crate) const SERVER_HINT: &str = "Task server may be restarting";
 
@@ -133,16 +161,16 @@ pub(crate) async fn run_tool(
     ctx: &ToolContext,
     name: &str,
     args: &Object,
-) -> String {
+) -> Payload {
     if let Some(refusal) = confinement_refusal(ctx, name, args) {
-        return refusal;
+        return refusal.into();
     }
-    match name {
+    let text = match name {
         "bernstein_run" => query::run(ctx, args).await,
         "bernstein_status" => query::status(ctx, args).await,
         "bernstein_run_status" => query::run_status(cat, ctx, args, true).await,
         "bernstein_subscribe" => query::subscribe(ctx, args).await,
-        "bernstein_claim" => worker::claim(ctx, args).await,
+        "bernstein_claim" => return worker::claim(ctx, args).await,
         "bernstein_create_task" => worker::create_task(ctx, args).await,
         "bernstein_post_message" => worker::post_message(ctx, args).await,
         "bernstein_post_artifact" => worker::post_artifact(ctx, args).await,
@@ -157,7 +185,8 @@ pub(crate) async fn run_tool(
         // The catalogue routes only registered names here; an unrouted one is a table defect,
         // answered like an unknown tool rather than with a panic.
         other => plain(Object::new().with("error", format!("Unknown tool: {other}"))),
-    }
+    };
+    text.into()
 }
 
 /// Runs alias `name` and returns its historical payload (the caller wraps it).

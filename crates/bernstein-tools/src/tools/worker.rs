@@ -7,9 +7,17 @@ use bernstein_gate::approval::{
 use bernstein_gate::cancel::{cancelled, not_cancellable, unknown_task};
 use bernstein_protocol::pyjson::{Object, Value};
 
-use super::{SERVER_HINT, arg_i64, arg_str, generic_error, indent2, trace};
+use super::{Payload, SERVER_HINT, arg_i64, arg_str, generic_error, indent2, trace};
 use crate::backend::{CancelAnswer, GateAnswer, Settled};
 use crate::context::ToolContext;
+
+/// [`answer`], handing a value over as it is (see [`Payload`]).
+fn answer_value(result: Result<Value, crate::Error>) -> Payload {
+    match result {
+        Ok(value) => Payload::Value(value),
+        Err(e) => Payload::Text(generic_error(e, SERVER_HINT)),
+    }
+}
 
 fn answer(result: Result<Value, crate::Error>) -> String {
     match result {
@@ -28,7 +36,7 @@ fn copy_present(from: &Object, to: &mut Object, keys: &[&str]) {
 }
 
 /// `bernstein_claim`.
-pub(super) async fn claim(ctx: &ToolContext, args: &Object) -> String {
+pub(super) async fn claim(ctx: &ToolContext, args: &Object) -> Payload {
     let completed = args
         .get("completed_ids")
         .cloned()
@@ -47,7 +55,7 @@ pub(super) async fn claim(ctx: &ToolContext, args: &Object) -> String {
             "claimer_card_fingerprint",
         ],
     );
-    answer(ctx.backend.claim_receipt(&body).await)
+    answer_value(ctx.backend.claim_receipt(&body).await)
 }
 
 /// `bernstein_create_task`.
