@@ -1038,6 +1038,71 @@ mod tests {
     }
 
     #[test]
+    fn claims_are_in_progress_rows_with_a_claimer_of_open_tasks() {
+        let check = |row: &str, expect: Option<(&str, Option<&str>)>| {
+            let Value::Object(row) = Value::parse(row).unwrap() else {
+                panic!("{row} is not an object");
+            };
+            let open = |id: &TaskId| id.as_str().starts_with("t-open");
+            let claims = claims_in([&row], open);
+            let got = claims
+                .first()
+                .map(|claim| (claim.task_id.as_str(), claim.claimer.as_deref()));
+            assert_eq!(got, expect, "{row:?}");
+        };
+        check(
+            r#"{"id": "t-open", "status": "in_progress", "claimer": "w-1"}"#,
+            Some(("t-open", Some("w-1"))),
+        );
+        // A claimer that is no worker id is adopted without a claimer.
+        check(
+            r#"{"id": "t-open", "status": "in_progress", "claimer": "a/b"}"#,
+            Some(("t-open", None)),
+        );
+        check(
+            r#"{"id": "t-done", "status": "in_progress", "claimer": "w-1"}"#,
+            None,
+        );
+        check(
+            r#"{"id": "t-open", "status": "in_progress", "claimer": null}"#,
+            None,
+        );
+        check(r#"{"id": "t-open", "status": "in_progress"}"#, None);
+        check(
+            r#"{"id": "t-open", "status": "open", "claimer": "w-1"}"#,
+            None,
+        );
+        check(r#"{"id": "t-open", "claimer": "w-1"}"#, None);
+        check(
+            r#"{"id": "../t-open", "status": "in_progress", "claimer": "w-1"}"#,
+            None,
+        );
+        check(r#"{"status": "in_progress", "claimer": "w-1"}"#, None);
+    }
+
+    #[test]
+    fn claims_with_a_claim_time_that_is_no_unix_time_are_unadoptable() {
+        let text = r#"[
+            {"id": "t-open-1", "status": "in_progress", "claimer": "w", "claimed_at": -1},
+            {"id": "t-open-2", "status": "in_progress", "claimer": "w", "claimed_at": 5.5},
+            {"id": "t-open-3", "status": "in_progress", "claimer": "w", "claimed_at": NaN},
+            {"id": "t-open-4", "status": "open", "claimer": null, "claimed_at": -1},
+            {"id": "t-done-5", "status": "in_progress", "claimer": "w", "claimed_at": -1},
+            {"id": "t-open-6", "status": "in_progress", "claimer": "w", "claimed_at": Infinity}
+        ]"#;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(BACKLOG_FILE), text).unwrap();
+        let backlog = read_unlocked(dir.path()).unwrap();
+        let found = backlog.unadoptable(|id| id.as_str().starts_with("t-open"));
+        let rows: Vec<usize> = found.iter().map(|(index, _)| *index).collect();
+        assert_eq!(rows, [0, 2, 5], "{found:?}");
+        assert_eq!(
+            found[0].1,
+            "task t-open-1: claimed_at -1 is not a Unix time"
+        );
+    }
+
+    #[test]
     fn no_file_is_written_for_an_empty_projection() {
         let (text, _) = reconcile(None, &[task("t-done", TaskStatus::Done)]);
         assert_eq!(text, "");
