@@ -1,6 +1,8 @@
 //! The tool handlers. Each one takes its validated arguments (top-level nulls dropped) and
 //! returns its JSON payload text as the reference's handler returns it: pretty-printed with
-//! indent 2 for most answers, `json.dumps` defaults for errors and a few compact answers.
+//! indent 2 for most answers, `json.dumps` defaults for errors and a few compact answers. A
+//! handler whose answer is large may return the value whose indent-2 text that is instead
+//! ([`Payload`]).
 //! Handlers never fail: a failure is rendered into the payload with the reference's error shape.
 
 mod local;
