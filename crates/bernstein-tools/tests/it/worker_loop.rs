@@ -435,3 +435,59 @@ async fn settling_a_cancellation_reads_the_subtree_not_every_cancelled_task() {
         );
     }
 }
+
+/// A claim hands its receipt to the catalogue as a value (`tools::Payload::Value`): with the
+/// meter on, the envelope's `result` is that receipt; with it off, the text is the receipt's
+/// `json.dumps(receipt, indent=2)`, as every other handler's bare payload is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_answers_its_receipt_with_the_meter_on_and_off() {
+    let mut receipts = Vec::new();
+    for meter in [true, false] {
+        let project = Project::new(config(meter));
+        project
+            .call("bernstein_run", json!({"goal": "Add auth to the API"}))
+            .await;
+        let claim = project
+            .call("bernstein_claim", json!({"claimer_id": "worker-1"}))
+            .await;
+        assert!(!claim.is_error, "{}", claim.text);
+        let receipt = payload(&claim);
+        assert_eq!(receipt["granted"], true, "{}", claim.text);
+        assert_eq!(receipt["backlogSource"], "task_store");
+        assert_eq!(receipt["backlogSnapshot"].as_array().unwrap().len(), 1);
+        if meter {
+            assert!(
+                claim.text.starts_with(r#"{"result": {"taskId": ""#),
+                "{}",
+                claim.text
+            );
+            assert!(
+                claim
+                    .text
+                    .contains(r#", "_meter": {"tool": "bernstein_claim""#)
+            );
+        } else {
+            let parsed = bernstein_protocol::pyjson::Value::parse(&claim.text).unwrap();
+            assert_eq!(
+                claim.text,
+                bernstein_journal::handle::render_indent2(&parsed),
+                "the bare payload is the receipt with indent 2"
+            );
+            assert!(
+                claim.text.starts_with("{\n  \"taskId\": \""),
+                "{}",
+                claim.text
+            );
+        }
+        // The fields that do not depend on the project's random ids and keys.
+        receipts.push((
+            receipt["granted"].clone(),
+            receipt["specRevision"].clone(),
+            receipt["backlogSnapshot"][0]["status"].clone(),
+            receipt["backlogSnapshot"][0]["claimer"].clone(),
+        ));
+    }
+    assert_eq!(receipts[0], receipts[1]);
+    assert_eq!(receipts[0].2, "in_progress");
+    assert_eq!(receipts[0].3, "worker-1");
+}
