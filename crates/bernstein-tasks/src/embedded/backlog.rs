@@ -48,7 +48,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bernstein_journal::handle::{join_indent2_items, render_indent2_item};
 use bernstein_protocol::pyjson::{Object, Value};
@@ -85,15 +85,23 @@ pub(crate) struct BacklogClaim {
 pub(crate) struct Row {
     /// The row.
     pub(crate) object: Object,
-    /// Its item text in the file (see [`render_indent2_item`]).
-    text: String,
+    /// Its item text in the file (see [`render_indent2_item`]), rendered when a file is first
+    /// written with it: a reading that only looks for claims renders nothing.
+    text: OnceLock<String>,
 }
 
 impl Row {
-    /// A row, rendered once.
+    /// A row.
     pub(crate) fn new(object: Object) -> Arc<Row> {
-        let text = render_indent2_item(&object);
-        Arc::new(Row { object, text })
+        Arc::new(Row {
+            object,
+            text: OnceLock::new(),
+        })
+    }
+
+    /// Its item text in the file, rendered once.
+    fn text(&self) -> &str {
+        self.text.get_or_init(|| render_indent2_item(&self.object))
     }
 }
 
@@ -447,7 +455,7 @@ pub(crate) struct Projection {
 
 /// The file text of `rows`: `json.dumps(rows, indent=2)`, joined from the rows' texts.
 pub(crate) fn render_rows(rows: &[Arc<Row>]) -> String {
-    join_indent2_items(rows.iter().map(|row| row.text.as_str()))
+    join_indent2_items(rows.iter().map(|row| row.text()))
 }
 
 /// The row status a task in `status` projects to, or `None` when it has no row.
