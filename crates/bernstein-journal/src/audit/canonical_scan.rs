@@ -75,23 +75,46 @@ pub(crate) fn scan_canonical_record(line: &[u8]) -> Option<ScannedRecord<'_>> {
     (scanner.at == line.len()).then_some(scanner.record)
 }
 
-/// Where the first `"` or `\` of `text` is. Most strings of a record are short keys, for
-/// which a plain loop beats setting up a vector search; the search takes over after that.
-fn string_end(text: &[u8]) -> Option<usize> {
-    const SHORT: usize = 16;
-    let head = &text[..text.len().min(SHORT)];
-    match head.iter().position(|&b| b == b'"' || b == b'\\') {
-        Some(end) => Some(end),
-        None if text.len() <= SHORT => None,
-        None => memchr::memchr2(b'"', b'\\', &text[SHORT..]).map(|end| SHORT + end),
+/// How many bytes at the start of `text` a string holds as they stand: printable ASCII other
+/// than `"` and `\`. The first byte after them ends the string (`"`), starts an escape (`\`)
+/// or makes the string one the scanner declines. Eight bytes are tested at a time
+/// ([`word_is_plain`]), then the word that holds a stop is walked byte by byte.
+fn plain_run(text: &[u8]) -> usize {
+    let mut at = 0;
+    for chunk in text.chunks_exact(8) {
+        let word = u64::from_le_bytes([
+            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+        ]);
+        if !word_is_plain(word) {
+            break;
+        }
+        at += 8;
     }
+    at + text[at..]
+        .iter()
+        .position(|&b| !is_plain(b))
+        .unwrap_or(text.len() - at)
 }
 
-/// Whether every byte is printable ASCII, which a string holds as it stands. Without an early
-/// exit the check runs over whole vectors of bytes at a time.
-fn printable(text: &[u8]) -> bool {
-    text.iter()
-        .fold(true, |all, &b| all & (b' '..=b'~').contains(&b))
+/// Whether `b` is printable ASCII other than `"` and `\`.
+fn is_plain(b: u8) -> bool {
+    (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\'
+}
+
+/// Whether all eight bytes of `word` are [`is_plain`], tested together with the classic
+/// word-at-a-time tests, each exact about whether any byte matches (a carry or borrow can
+/// only mark bytes above one that matches): a byte below `0x20`, a byte above `0x7e`, and a
+/// byte equal to `"` or `\`.
+fn word_is_plain(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS != 0;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
+    let above_tilde = (word.wrapping_add(ONES) | word) & HIGHS != 0;
+    !(below_space
+        || above_tilde
+        || has_zero_byte(word ^ (ONES * u64::from(b'"')))
+        || has_zero_byte(word ^ (ONES * u64::from(b'\\'))))
 }
 
 /// Whether the float token `text` is what Python's `repr` writes for the value it parses to,
@@ -393,13 +416,12 @@ impl<'a> Scanner<'a> {
     fn plain_string(&mut self) -> Option<&'a [u8]> {
         self.eat(b"\"")?;
         let start = self.at;
-        let end = start + string_end(self.bytes.get(start..)?)?;
-        let text = &self.bytes[start..end];
-        if !printable(text) || self.bytes[end] != b'"' {
+        let end = start + plain_run(self.bytes.get(start..)?);
+        if self.bytes.get(end) != Some(&b'"') {
             return None;
         }
         self.at = end + 1;
-        Some(text)
+        Some(&self.bytes[start..end])
     }
 
     /// A string as `ensure_ascii` writes it: printable ASCII but `"` and `\`, the short
@@ -408,16 +430,15 @@ impl<'a> Scanner<'a> {
     fn string(&mut self) -> Option<()> {
         self.eat(b"\"")?;
         loop {
-            let run = string_end(self.bytes.get(self.at..)?)?;
-            if !printable(&self.bytes[self.at..self.at + run]) {
-                return None;
+            self.at += plain_run(self.bytes.get(self.at..)?);
+            match self.peek()? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => self.at += 1,
+                _ => return None,
             }
-            self.at += run;
-            if self.bytes[self.at] == b'"' {
-                self.at += 1;
-                return Some(());
-            }
-            self.at += 1;
             match self.peek()? {
                 b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => self.at += 1,
                 b'u' => {
@@ -748,8 +769,60 @@ mod tests {
         check_short_float("1E+16", Some(false));
     }
 
+    /// The byte-by-byte answer [`plain_run`] must give.
+    fn plain_run_bytewise(text: &[u8]) -> usize {
+        text.iter()
+            .position(|&b| !is_plain(b))
+            .unwrap_or(text.len())
+    }
+
+    #[test]
+    fn a_plain_run_stops_at_the_first_byte_a_string_cannot_hold_as_it_stands() {
+        let check = |text: &[u8], expect: usize| {
+            assert_eq!(
+                plain_run(text),
+                expect,
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+            assert_eq!(plain_run_bytewise(text), expect);
+        };
+        check(b"", 0);
+        check(b"abc", 3);
+        check(b"abcdefgh", 8);
+        check(b"abcdefghijklmnopq", 17);
+        check(b"abcdefgh\"", 8);
+        check(b"abcdefghij\\n", 10);
+        check(b" ~ ~ ~ ~ ~ ~ ~ ~", 16);
+        // Every byte that stops a run, at every position of a 24-byte text.
+        let stops = (0u8..0x20).chain([b'"', b'\\', 0x7f, 0x80, 0xc3, 0xff]);
+        for stop in stops {
+            for at in 0..24 {
+                let mut text = vec![b'a'; 24];
+                text[at] = stop;
+                check(&text, at);
+                // A byte below or above the stop, which a borrow or carry could disturb.
+                text[..at].fill(b' ');
+                check(&text, at);
+                text[..at].fill(b'~');
+                check(&text, at);
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The word-at-a-time run agrees with the byte-by-byte one on any bytes.
+        #[test]
+        fn plain_runs_agree_with_the_bytewise_test(
+            text in prop::collection::vec(
+                prop_oneof![any::<u8>(), 0x20u8..0x7f, Just(b'"'), Just(b'\\')],
+                0..80,
+            ),
+        ) {
+            prop_assert_eq!(plain_run(&text), plain_run_bytewise(&text));
+        }
 
         /// Whatever `repr` writes for a double, and that text bent a little, the text-only
         /// decision agrees with parsing and writing back whenever it decides.
