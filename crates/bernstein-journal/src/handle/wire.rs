@@ -17,7 +17,7 @@ pub fn render_indent2(value: &Value) -> String {
 /// Python's `json.dumps(rows, indent=2)` for a list of objects, without first moving them
 /// into one [`Value`] (a backlog of thousands of rows is rendered on every claim).
 pub fn render_indent2_objects(rows: &[Object]) -> String {
-    join_indent2_items(rows.iter().map(render_indent2_item))
+    write_indent2_array(rows, |out, row| write_indented_object(out, row, 1))
 }
 
 /// The text `json.dumps(rows, indent=2)` writes for `object` as one item of the top-level
@@ -32,6 +32,15 @@ pub fn render_indent2_item(object: &Object) -> String {
 /// `json.dumps(rows, indent=2)` from the item texts of `rows` ([`render_indent2_item`]), in
 /// order.
 pub fn join_indent2_items(items: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+    write_indent2_array(items, |out, item| out.push_str(item.as_ref()))
+}
+
+/// A top-level array as `indent=2` frames it, each item written in place by `write_item`:
+/// the one framing [`render_indent2_objects`] and [`join_indent2_items`] share.
+fn write_indent2_array<T>(
+    items: impl IntoIterator<Item = T>,
+    mut write_item: impl FnMut(&mut String, T),
+) -> String {
     let mut out = String::new();
     out.push('[');
     let mut empty = true;
@@ -41,7 +50,7 @@ pub fn join_indent2_items(items: impl IntoIterator<Item = impl AsRef<str>>) -> S
         }
         empty = false;
         push_newline_indent(&mut out, 1);
-        out.push_str(item.as_ref());
+        write_item(&mut out, item);
     }
     if empty {
         return "[]".to_owned();
@@ -116,12 +125,14 @@ mod tests {
         ];
         for n in 0..=rows.len() {
             let slice = &rows[..n];
+            let whole = render_indent2(&Value::Array(
+                slice.iter().cloned().map(Value::Object).collect(),
+            ));
+            assert_eq!(render_indent2_objects(slice), whole, "{n} rows");
             assert_eq!(
-                render_indent2_objects(slice),
-                render_indent2(&Value::Array(
-                    slice.iter().cloned().map(Value::Object).collect()
-                )),
-                "{n} rows"
+                join_indent2_items(slice.iter().map(render_indent2_item)),
+                whole,
+                "{n} rows joined from their items"
             );
         }
     }

@@ -356,3 +356,33 @@ async fn a_declared_timeout_stops_the_call() {
         })
     );
 }
+
+/// A claim hands its answer over as a value; one that reports an error (a task server's
+/// refusal in a 200 answer) is still an error result, with the meter on or off, and keeps its
+/// payload.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_answer_that_reports_an_error_is_an_error_result() {
+    let (url, seen) = scripted(|method, path| match (method, path) {
+        ("POST", "/tasks/claim-receipt") => (
+            200,
+            r#"{"error": "backlog unavailable", "hint": "retry later"}"#.to_owned(),
+        ),
+        _ => (404, r#"{"detail": "Not Found"}"#.to_owned()),
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(&url, dir.path());
+    for meter in [true, false] {
+        let catalogue = Catalogue::new(&config(meter)).unwrap();
+        let claim = catalogue
+            .call(&ctx, "bernstein_claim", json!({"claimer_id": "w"}))
+            .await;
+        assert!(claim.is_error, "meter {meter}: {}", claim.text);
+        assert_eq!(payload(&claim)["error"], "backlog unavailable");
+        assert_eq!(payload(&claim)["hint"], "retry later");
+        if meter {
+            assert_eq!(claim.meter.unwrap()["ok"], false);
+        }
+    }
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
