@@ -77,16 +77,18 @@ pub(crate) fn scan_canonical_record(line: &[u8]) -> Option<ScannedRecord<'_>> {
 
 /// How many bytes at the start of `text` a string holds as they stand: printable ASCII other
 /// than `"` and `\`. The first byte after them ends the string (`"`), starts an escape (`\`)
-/// or makes the string one the scanner declines. Eight bytes are tested at a time
-/// ([`word_is_plain`]), then the word that holds a stop is walked byte by byte.
+/// or makes the string one the scanner declines. Eight bytes are tested at a time, and the
+/// first stop in a word is found from its mark ([`stop_marks`]) without walking its bytes;
+/// only the last few bytes of `text`, fewer than eight, are tested one by one.
 fn plain_run(text: &[u8]) -> usize {
     let mut at = 0;
-    for chunk in text.chunks_exact(8) {
-        let word = u64::from_le_bytes([
-            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
-        ]);
-        if !word_is_plain(word) {
-            break;
+    while let Some(word) = text
+        .get(at..at + 8)
+        .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
+    {
+        let marks = stop_marks(u64::from_le_bytes(word));
+        if marks != 0 {
+            return at + (marks.trailing_zeros() / 8) as usize;
         }
         at += 8;
     }
@@ -101,20 +103,29 @@ fn is_plain(b: u8) -> bool {
     (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\'
 }
 
-/// Whether all eight bytes of `word` are [`is_plain`], tested together with the classic
-/// word-at-a-time tests, each exact about whether any byte matches (a carry or borrow can
-/// only mark bytes above one that matches): a byte below `0x20`, a byte above `0x7e`, and a
-/// byte equal to `"` or `\`.
-fn word_is_plain(word: u64) -> bool {
+/// The high bit of each byte of `word` (read little-endian) that is not [`is_plain`], by the
+/// classic word-at-a-time tests: a byte below `0x20`, a byte above `0x7e`, and a byte equal to
+/// `"` or `\`. A test's borrow or carry can only mark bytes above (later than) one that truly
+/// matches, so the lowest mark is always exact: it is the first stop, and no mark means none.
+fn stop_marks(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS != 0;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
-    let above_tilde = (word.wrapping_add(ONES) | word) & HIGHS != 0;
-    !(below_space
-        || above_tilde
-        || has_zero_byte(word ^ (ONES * u64::from(b'"')))
-        || has_zero_byte(word ^ (ONES * u64::from(b'\\'))))
+    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    let above_tilde = (word.wrapping_add(ONES) | word) & HIGHS;
+    below_space
+        | above_tilde
+        | zero_bytes(word ^ (ONES * u64::from(b'"')))
+        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
+}
+
+/// Whether object key `previous` sorts strictly before `key`, as bytes. Keys of one object
+/// mostly differ in their first byte, which decides without a call to `memcmp`.
+fn sorts_before(previous: &[u8], key: &[u8]) -> bool {
+    match (previous.first(), key.first()) {
+        (Some(a), Some(b)) if a != b => a < b,
+        _ => previous < key,
+    }
 }
 
 /// Whether the float token `text` is what Python's `repr` writes for the value it parses to,
@@ -256,7 +267,7 @@ impl<'a> Scanner<'a> {
             let member_start = self.at;
             let key = self.plain_key()?;
             // Strictly increasing: sorted, and no duplicate (which the parser would collapse).
-            if previous_key.is_some_and(|previous| previous >= key) {
+            if previous_key.is_some_and(|previous| !sorts_before(previous, key)) {
                 return None;
             }
             previous_key = Some(key);
@@ -810,8 +821,34 @@ mod tests {
         }
     }
 
+    #[test]
+    fn keys_sort_before_others_as_bytes_do() {
+        let check = |previous: &[u8], key: &[u8], expect: bool| {
+            assert_eq!(sorts_before(previous, key), expect, "{previous:?} {key:?}");
+        };
+        check(b"actor", b"details", true);
+        check(b"details", b"actor", false);
+        check(b"hmac", b"hmac", false);
+        check(b"prev_hmac", b"prev", false);
+        check(b"prev", b"prev_hmac", true);
+        check(b"resource_id", b"resource_type", true);
+        check(b"", b"a", true);
+        check(b"a", b"", false);
+        check(b"", b"", false);
+        check(b"Z", b"a", true);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The first-byte shortcut decides as comparing the whole keys does.
+        #[test]
+        fn key_order_agrees_with_comparing_whole_keys(
+            previous in prop::collection::vec(prop_oneof![b'a'..b'd', any::<u8>()], 0..6),
+            key in prop::collection::vec(prop_oneof![b'a'..b'd', any::<u8>()], 0..6),
+        ) {
+            prop_assert_eq!(sorts_before(&previous, &key), previous < key);
+        }
 
         /// The word-at-a-time run agrees with the byte-by-byte one on any bytes.
         #[test]

@@ -19,7 +19,7 @@
 
 use std::io::{self, Read};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 
 use super::report::{VerifyProgress, VerifyReport};
 use super::segments::{ByteCounter, LineView, MAX_LINE_BYTES, Segment};
@@ -105,14 +105,21 @@ pub(crate) fn finish(
     std::thread::scope(|scope| {
         let mut inputs = Vec::with_capacity(workers);
         let mut outputs = Vec::with_capacity(workers);
+        // Workers give each batch's buffer back for the reader to fill again; only buffers
+        // already dealt come back, so there are never more than the queues hold plus one.
+        let (spare_tx, spare_rx) = channel();
         for _ in 0..workers {
             let (unit_tx, unit_rx) = sync_channel(QUEUE_DEPTH);
             let (checked_tx, checked_rx) = sync_channel(QUEUE_DEPTH);
-            scope.spawn(move || check_units(key, &unit_rx, &checked_tx));
+            let spare_tx = spare_tx.clone();
+            scope.spawn(move || check_units(key, &unit_rx, &checked_tx, &spare_tx));
             inputs.push(unit_tx);
             outputs.push(checked_rx);
         }
-        scope.spawn(move || read_segments(&audit_dir, segments, batch_lines.max(1), &inputs));
+        drop(spare_tx);
+        scope.spawn(move || {
+            read_segments(&audit_dir, segments, batch_lines.max(1), &inputs, &spare_rx);
+        });
         fold(&mut walk, &outputs, &mut gate, progress);
     });
     gate.tick(&walk, true, progress);
@@ -150,7 +157,12 @@ fn fold(
 /// A worker: analyses the lines of each batch, passing the other units through. A line whose
 /// predecessor is known takes the fast path ([`linked_line`]) first; the batch's first record
 /// line, and any line the fast path declines, is analysed in full.
-fn check_units(key: &AuditKey, units: &Receiver<Unit>, checked: &SyncSender<Checked>) {
+fn check_units(
+    key: &AuditKey,
+    units: &Receiver<Unit>,
+    checked: &SyncSender<Checked>,
+    spares: &Sender<Vec<u8>>,
+) {
     let macs = ChainMacs::new(key);
     let mut assumed = String::new();
     for unit in units {
@@ -188,6 +200,8 @@ fn check_units(key: &AuditKey, units: &Receiver<Unit>, checked: &SyncSender<Chec
                         (LineMeta::of(line.line_no, view), analysis)
                     })
                     .collect();
+                // The reader may have finished and gone; the buffer is then simply freed.
+                let _ = spares.send(batch.bytes);
                 Checked::Lines(analysed)
             }
             Unit::End(total) => Checked::End(total),
@@ -206,6 +220,7 @@ fn read_segments(
     segments: Vec<Segment>,
     batch_lines: usize,
     workers: &[SyncSender<Unit>],
+    spares: &Receiver<Vec<u8>>,
 ) {
     let mut dealt = 0usize;
     let mut deal = |unit: Unit| {
@@ -227,7 +242,7 @@ fn read_segments(
         }
         let mut cutter = BatchCutter::new(reader, batch_lines);
         let last = loop {
-            match cutter.next_batch() {
+            match cutter.next_batch(spares.try_recv().unwrap_or_default()) {
                 Ok(Some(batch)) => {
                     if !deal(Unit::Lines(Arc::clone(&name), batch)) {
                         return;
@@ -284,44 +299,61 @@ impl<R: Read> BatchCutter<R> {
 
     /// The next batch, `None` once the segment is read to its end. A read error returns the
     /// lines completed before it with the error.
-    fn next_batch(&mut self) -> Result<Option<Batch>, (Batch, io::Error)> {
+    ///
+    /// The batch's bytes are read into `spare`, a buffer an earlier batch gave back (or a new
+    /// one): its length is taken as bytes already initialized, so reading into it zeroes only
+    /// what it must grow by, where a fresh buffer would be zeroed block by block before every
+    /// read and, being large, mapped anew and faulted in page by page.
+    fn next_batch(&mut self, spare: Vec<u8>) -> Result<Option<Batch>, (Batch, io::Error)> {
         let mut batch = Batch {
-            bytes: std::mem::take(&mut self.carry),
+            bytes: spare,
             lines: Vec::with_capacity(self.batch_lines),
         };
         if self.done {
             return Ok(None);
         }
-        // `line_start` is where the line being read starts in the buffer, `scanned` how far
-        // the buffer has been searched for its end.
+        // The bytes read past the previous batch's last line start this one.
+        let carried = self.carry.len();
+        if batch.bytes.len() < carried {
+            batch.bytes.resize(carried, 0);
+        }
+        batch.bytes[..carried].copy_from_slice(&self.carry);
+        self.carry.clear();
+        // `filled` is how many bytes of the buffer hold segment bytes (the rest is scratch),
+        // `line_start` where the line being read starts, `scanned` how far the buffer has
+        // been searched for its end.
+        let mut filled = carried;
         let mut line_start = 0usize;
         let mut scanned = 0usize;
         loop {
-            while let Some(found) = memchr::memchr(b'\n', &batch.bytes[scanned..]) {
+            while let Some(found) = memchr::memchr(b'\n', &batch.bytes[scanned..filled]) {
                 let end = scanned + found;
                 self.finish_line(&mut batch, line_start, end, true);
                 line_start = end + 1;
                 scanned = line_start;
                 if batch.lines.len() >= self.batch_lines || line_start >= BATCH_BYTES {
-                    let mut carry = Vec::with_capacity(batch.bytes.capacity());
-                    carry.extend_from_slice(&batch.bytes[line_start..]);
+                    self.carry
+                        .extend_from_slice(&batch.bytes[line_start..filled]);
                     batch.bytes.truncate(line_start);
-                    self.carry = carry;
                     return Ok(Some(batch));
                 }
             }
-            scanned = batch.bytes.len();
+            scanned = filled;
             if scanned - line_start > MAX_LINE_BYTES {
                 // Too long to hold: keep counting it, drop its bytes.
                 let held = (scanned - line_start) as u64;
                 self.skipping = Some(self.skipping.unwrap_or(0) + held);
-                batch.bytes.truncate(line_start);
+                filled = line_start;
                 scanned = line_start;
             }
-            let filled = batch.bytes.len();
-            batch.bytes.resize(filled + READ_BYTES, 0);
+            if batch.bytes.len() < filled + READ_BYTES {
+                batch.bytes.resize(filled + READ_BYTES, 0);
+            }
             let read = loop {
-                match self.inner.read(&mut batch.bytes[filled..]) {
+                match self
+                    .inner
+                    .read(&mut batch.bytes[filled..filled + READ_BYTES])
+                {
                     Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
                     other => break other,
                 }
@@ -335,7 +367,7 @@ impl<R: Read> BatchCutter<R> {
                     }
                     return Ok((!batch.lines.is_empty()).then_some(batch));
                 }
-                Ok(read) => batch.bytes.truncate(filled + read),
+                Ok(read) => filled += read,
                 Err(err) => {
                     batch.bytes.truncate(line_start);
                     self.done = true;
@@ -439,9 +471,17 @@ mod tests {
                 lines.push((line.line_no, view.offset, view.len, bytes, view.terminated));
             }
         };
+        // Each batch is read into the one before it, given back full of line ends as a
+        // worker would give it back full of old lines: none of them may show.
+        let mut spare = Vec::new();
         loop {
-            match cutter.next_batch() {
-                Ok(Some(batch)) => take(&batch),
+            match cutter.next_batch(std::mem::take(&mut spare)) {
+                Ok(Some(batch)) => {
+                    take(&batch);
+                    spare = batch.bytes;
+                    spare.resize(spare.len() + 37, b'\n');
+                    spare.fill(b'\n');
+                }
                 Ok(None) => return (lines, Ok(cutter.position)),
                 Err((batch, err)) => {
                     take(&batch);
@@ -516,7 +556,7 @@ mod tests {
         let segment = line.repeat(300);
         let mut cutter = BatchCutter::new(&segment[..], 256);
         let mut lines = 0;
-        while let Ok(Some(batch)) = cutter.next_batch() {
+        while let Ok(Some(batch)) = cutter.next_batch(Vec::new()) {
             assert!(
                 batch.bytes.len() <= BATCH_BYTES + line.len() + READ_BYTES,
                 "a batch of {} lines holds {} bytes",
