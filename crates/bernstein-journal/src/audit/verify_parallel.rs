@@ -45,6 +45,8 @@ const READ_BYTES: usize = 16 * 1024;
 
 /// Consecutive lines of one segment and the buffer that holds their bytes.
 struct Batch {
+    /// Each line's bytes sit where its [`BatchLine::start`] says; what lies past the last
+    /// line is scratch (bytes of the next line, or of an earlier batch), never read as a line.
     bytes: Vec<u8>,
     lines: Vec<BatchLine>,
 }
@@ -334,7 +336,8 @@ impl<R: Read> BatchCutter<R> {
                 if batch.lines.len() >= self.batch_lines || line_start >= BATCH_BYTES {
                     self.carry
                         .extend_from_slice(&batch.bytes[line_start..filled]);
-                    batch.bytes.truncate(line_start);
+                    // The buffer keeps its length, so the one it comes back as is
+                    // initialized that far and is not zeroed again.
                     return Ok(Some(batch));
                 }
             }
@@ -558,11 +561,14 @@ mod tests {
         let mut lines = 0;
         while let Ok(Some(batch)) = cutter.next_batch(Vec::new()) {
             assert!(
-                batch.bytes.len() <= BATCH_BYTES + line.len() + READ_BYTES,
+                batch.bytes.len() <= BATCH_BYTES + line.len() + 2 * READ_BYTES,
                 "a batch of {} lines holds {} bytes",
                 batch.lines.len(),
                 batch.bytes.len()
             );
+            let last = batch.lines.last().unwrap();
+            let held = last.start.unwrap() + usize::try_from(last.len).unwrap();
+            assert!(held <= BATCH_BYTES + line.len(), "lines end at byte {held}");
             lines += batch.lines.len();
         }
         assert_eq!(lines, 300);
