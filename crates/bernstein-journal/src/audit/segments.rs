@@ -30,8 +30,9 @@ pub const ARCHIVED_SUFFIX: &str = ".jsonl.gz";
 /// this size is damage, and refusing to buffer it keeps a hostile file from exhausting memory.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Block size for backward reads and forward buffering.
-const BLOCK_BYTES: usize = 64 * 1024;
+/// Block size for backward reads and forward buffering. A forward reader asked for at least
+/// this many bytes while its buffer is empty reads straight into the caller's buffer.
+pub(crate) const BLOCK_BYTES: usize = 64 * 1024;
 
 /// Size of the first backward read: a few records, enough to find the newest one in the common
 /// case without reading a whole block per append.

@@ -28,9 +28,9 @@ use super::verify::{
 };
 use crate::key::AuditKey;
 
-/// Lines per batch: enough that a hand-off between threads costs little per line, few enough
-/// that the lines in flight stay within a few MiB even for long lines.
-pub(crate) const BATCH_LINES: usize = 256;
+/// Lines per batch: enough that a hand-off between threads (a wake-up of the thread on each
+/// side) costs little per line, few enough that the lines in flight stay within a few MiB.
+pub(crate) const BATCH_LINES: usize = 1024;
 
 /// Batches waiting in each queue between threads.
 const QUEUE_DEPTH: usize = 2;
@@ -39,9 +39,11 @@ const QUEUE_DEPTH: usize = 2;
 /// small while one of ordinary lines fills up to [`BATCH_LINES`].
 const BATCH_BYTES: usize = 1024 * 1024;
 
-/// Bytes asked of a segment per read. The bytes read past a batch's last line are copied to
-/// the next batch, so a read is kept small against a batch of a few hundred ordinary lines.
-const READ_BYTES: usize = 16 * 1024;
+/// Bytes asked of a segment per read: the segment reader's own block, so that it reads
+/// straight into the batch buffer rather than into its buffer and then copying. The bytes read
+/// past a batch's last line (half a read, on average) are copied to the next batch, a small
+/// part of a batch of a thousand ordinary lines.
+const READ_BYTES: usize = super::segments::BLOCK_BYTES;
 
 /// Consecutive lines of one segment and the buffer that holds their bytes.
 struct Batch {
