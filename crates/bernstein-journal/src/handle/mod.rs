@@ -63,7 +63,7 @@ pub use wire::{join_indent2_items, render_indent2, render_indent2_item, render_i
 use crate::audit::{AuditChain, head_index};
 use crate::crypto::sha256_hex;
 use crate::run_journal::{
-    journal_head, load_journal, python_str_repr, run_journal_path, task_run_id,
+    journal_head, load_journal, load_journal_shared, python_str_repr, run_journal_path, task_run_id,
 };
 use crate::{Error, Result};
 use bernstein_protocol::SPEC_REVISION;
@@ -333,22 +333,28 @@ pub fn poll_run_handle(
 ) -> Result<(RunHandle, ResolvedRun)> {
     let resolved = resolve_run_journal(project_root, id)?;
     let audit_dir = project_root.join(".sdd").join("audit");
-    let mut rows = load_journal(&resolved.journal_path)?.rows;
+    // A run polled again and again is parsed once per change of its journal's bytes.
+    let mut loaded = load_journal_shared(&resolved.journal_path)?;
     // One catch-up of the index per poll: the seal check and the head read the same state.
     let mut heads = run_heads(&audit_dir, &resolved.run_id)?;
     if let Some(chain) = sealer
-        && project_task_status(&rows).is_terminal()
+        && project_task_status(&loaded.rows).is_terminal()
         && let Some(task_id) = task_id_of_run(&resolved.run_id)
-        && !binds(heads.last_seal.as_ref(), &rows)
+        && !binds(heads.last_seal.as_ref(), &loaded.rows)
     {
         // Whatever the outcome (sealed here, or by another poller meanwhile), the chain and
         // journal moved since they were read: read both again.
         seal_terminal_run(project_root, chain, task_id)?;
-        rows = load_journal(&resolved.journal_path)?.rows;
+        loaded = load_journal_shared(&resolved.journal_path)?;
         heads = run_heads(&audit_dir, &resolved.run_id)?;
     }
     let chain_head = heads.newest.map(|entry| entry.hmac).unwrap_or_default();
-    let handle = RunHandle::from_journal(&resolved.run_id, &resolved.run_id, &rows, &chain_head);
+    let handle = RunHandle::from_journal(
+        &resolved.run_id,
+        &resolved.run_id,
+        &loaded.rows,
+        &chain_head,
+    );
     Ok((handle, resolved))
 }
 

@@ -33,7 +33,9 @@ pub use paths::{
     run_journal_path, runs_dir, task_run_id, validate_run_id,
 };
 pub use python::python_str_repr;
-pub use reader::{LoadedJournal, load_journal, parse_journal_bytes};
+pub use reader::{
+    LoadedJournal, SHARED_JOURNAL_MAX_BYTES, load_journal, load_journal_shared, parse_journal_bytes,
+};
 pub use verify::{JournalVerification, journal_head, verify_journal, verify_loaded, verify_rows};
 pub use writer::{
     AppendedRow, CatchUpStats, Clock, JournalSummary, JournalWriter, RECENT_ROWS_PER_EVENT,

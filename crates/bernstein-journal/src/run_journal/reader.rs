@@ -9,8 +9,10 @@
 use super::python::python_strip;
 use crate::{Error, Result};
 use bernstein_protocol::pyjson::{Object, Value};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Rows a tolerant read accepted and the physical lines it discarded.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,6 +50,80 @@ pub fn load_journal(path: &Path) -> Result<LoadedJournal> {
     scan(file)
         .map(|scan| scan.loaded)
         .map_err(|err| Error::io("read", path, err))
+}
+
+/// [`load_journal`] for a poll that reads the same journal again and again: the file is read
+/// whole and, when its bytes are exactly the bytes this process last parsed at `path`, the rows
+/// parsed then are shared instead of parsed again. The bytes are compared in full, so no size,
+/// stamp or clock is trusted: a journal rewritten to the same length in the same instant is
+/// parsed again. Journals over [`SHARED_JOURNAL_MAX_BYTES`] are parsed every time and not kept.
+///
+/// # Errors
+///
+/// As [`load_journal`].
+pub fn load_journal_shared(path: &Path) -> Result<Arc<LoadedJournal>> {
+    let bytes = match crate::regular_file::read_regular(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Arc::default());
+        }
+        Err(err) => return Err(Error::io("read", path, err)),
+    };
+    if bytes.len() > SHARED_JOURNAL_MAX_BYTES {
+        return Ok(Arc::new(parse_journal_bytes(&bytes)));
+    }
+    let cache = shared_journals();
+    if let Some(known) = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(path)
+        && *known.bytes == *bytes
+    {
+        return Ok(Arc::clone(&known.loaded));
+    }
+    let loaded = Arc::new(parse_journal_bytes(&bytes));
+    let mut journals = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if journals.len() >= SHARED_JOURNALS_MAX
+        || journals
+            .values()
+            .map(|known| known.bytes.len())
+            .sum::<usize>()
+            + bytes.len()
+            > SHARED_JOURNALS_MAX_TOTAL_BYTES
+    {
+        journals.clear();
+    }
+    journals.insert(
+        path.to_path_buf(),
+        SharedJournal {
+            bytes: bytes.into(),
+            loaded: Arc::clone(&loaded),
+        },
+    );
+    Ok(loaded)
+}
+
+/// The largest journal whose parsed rows [`load_journal_shared`] keeps.
+pub const SHARED_JOURNAL_MAX_BYTES: usize = 1 << 20;
+
+/// Journals [`load_journal_shared`] keeps at once; past it, or past
+/// [`SHARED_JOURNALS_MAX_TOTAL_BYTES`] of them, it starts over (bounded memory).
+const SHARED_JOURNALS_MAX: usize = 256;
+
+/// The most journal bytes [`load_journal_shared`] keeps at once.
+const SHARED_JOURNALS_MAX_TOTAL_BYTES: usize = 8 << 20;
+
+/// A journal [`load_journal_shared`] parsed, with the bytes it was parsed from.
+struct SharedJournal {
+    bytes: Arc<[u8]>,
+    loaded: Arc<LoadedJournal>,
+}
+
+fn shared_journals() -> &'static Mutex<HashMap<PathBuf, SharedJournal>> {
+    static JOURNALS: OnceLock<Mutex<HashMap<PathBuf, SharedJournal>>> = OnceLock::new();
+    JOURNALS.get_or_init(Mutex::default)
 }
 
 /// Parses journal bytes held in memory, with the same rules as [`load_journal`].
@@ -173,6 +249,54 @@ mod tests {
         let mut last = None;
         for_each_physical_line(input, |i, l| out.push((i, l.to_vec())), &mut last).unwrap();
         out
+    }
+
+    #[test]
+    fn a_shared_journal_is_parsed_again_whenever_its_bytes_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let first = b"{\"event\": \"task_claimed\", \"n\": 1}\n";
+        std::fs::write(&path, first).unwrap();
+        let read = load_journal_shared(&path).unwrap();
+        assert_eq!(*read, load_journal(&path).unwrap());
+        // Unchanged bytes share the rows parsed before.
+        let again = load_journal_shared(&path).unwrap();
+        assert!(Arc::ptr_eq(&read, &again));
+        // The same length, rewritten in place with its modification time put back: parsed
+        // again, because the bytes differ.
+        let stamp = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let rewritten = b"{\"event\": \"task_claimed\", \"n\": 2}\n";
+        assert_eq!(first.len(), rewritten.len());
+        std::fs::write(&path, rewritten).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(stamp)
+            .unwrap();
+        let changed = load_journal_shared(&path).unwrap();
+        assert!(!Arc::ptr_eq(&read, &changed));
+        assert_eq!(changed.rows[0].get("n"), Some(&Value::Int(2.into())));
+        assert_eq!(*changed, load_journal(&path).unwrap());
+        // An appended row, a torn line, a missing file and a directory read as `load_journal`
+        // reads them.
+        std::fs::write(
+            &path,
+            [&rewritten[..], b"{\"event\": \"x\"}\n{torn"].concat(),
+        )
+        .unwrap();
+        assert_eq!(
+            *load_journal_shared(&path).unwrap(),
+            load_journal(&path).unwrap()
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            *load_journal_shared(&path).unwrap(),
+            LoadedJournal::default()
+        );
+        std::fs::create_dir(&path).unwrap();
+        assert!(load_journal_shared(&path).is_err());
+        assert!(load_journal(&path).is_err());
     }
 
     #[test]
