@@ -172,7 +172,7 @@ pub(crate) async fn run_tool(
     let text = match name {
         "bernstein_run" => query::run(ctx, args).await,
         "bernstein_status" => query::status(ctx, args).await,
-        "bernstein_run_status" => query::run_status(cat, ctx, args, true).await,
+        "bernstein_run_status" => return query::run_status(cat, ctx, args, true).await,
         "bernstein_subscribe" => query::subscribe(ctx, args).await,
         "bernstein_claim" => return worker::claim(ctx, args).await,
         "bernstein_create_task" => worker::create_task(ctx, args).await,
@@ -208,7 +208,7 @@ pub(crate) async fn run_alias(
         "bernstein_tasks" => query::tasks_alias(ctx, args).await,
         "bernstein_cost" => query::cost_alias(ctx).await,
         "bernstein_create_subtask" => query::create_subtask_alias(ctx, args).await,
-        "bernstein_task_handle" => query::run_status(cat, ctx, args, false).await,
+        "bernstein_task_handle" => query::run_status(cat, ctx, args, false).await.into_text(),
         "bernstein_update" => worker::post_message(ctx, args).await,
         "bernstein_context" => local::task_capsule(ctx, args).await,
         "bernstein_stop" => local::shutdown(ctx, args),

@@ -9,7 +9,8 @@ use bernstein_protocol::pyjson::{Object, Value};
 use bernstein_tasks::remote::SubscribeOutcome;
 
 use super::{
-    SERVER_HINT, arg_bool, arg_i64, arg_str, generic_error, indent2, plain, trace, workdir_path,
+    Payload, SERVER_HINT, arg_bool, arg_i64, arg_str, generic_error, indent2, plain, trace,
+    workdir_path,
 };
 use crate::catalogue::Catalogue;
 use crate::context::{ProgressTick, ToolContext};
@@ -275,13 +276,15 @@ pub(super) async fn cost_alias(ctx: &ToolContext) -> String {
     }
 }
 
-/// `bernstein_run_status` (and, without progress ticks, `bernstein_task_handle`).
+/// `bernstein_run_status` (and, without progress ticks, `bernstein_task_handle`). A handle is
+/// answered as its wire object ([`Payload::Value`]): a poll answered again and again is then
+/// not rendered with indent 2 only to be parsed back for the `_meter` envelope.
 pub(super) async fn run_status(
     cat: &Catalogue,
     ctx: &ToolContext,
     args: &Object,
     ticks: bool,
-) -> String {
+) -> Payload {
     let run_id = arg_str(args, "run_id").unwrap_or("").to_owned();
     if run_id.starts_with("admin-") {
         return match ctx.backend.get_administrative_run(&run_id).await {
@@ -291,7 +294,8 @@ pub(super) async fn run_status(
                 SERVER_HINT,
             ),
             Err(e) => generic_error(e, SERVER_HINT),
-        };
+        }
+        .into();
     }
     let base = workdir_path(ctx, arg_str(args, "workdir").unwrap_or("."));
     // One `openat2` when the workdir holds no symlink, a full resolution otherwise.
@@ -300,15 +304,15 @@ pub(super) async fn run_status(
         Ok((handle, resolved)) => (handle, resolved.run_id),
         Err(e) => match journal_barrier_message(&run_id, &e) {
             Some(message) => {
-                return generic_error(message, "run_id must be a plain run identifier");
+                return generic_error(message, "run_id must be a plain run identifier").into();
             }
-            None => return generic_error(e, "Run journal not found"),
+            None => return generic_error(e, "Run journal not found").into(),
         },
     };
     if ticks {
         maybe_tick(cat, ctx, &base, &resolved).await;
     }
-    handle.render_run_status_body()
+    Payload::Value(Value::Object(handle.to_wire_object()))
 }
 
 /// Sends a progress tick for the resolved run when the call carried a progress token and the

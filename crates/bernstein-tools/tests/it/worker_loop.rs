@@ -491,3 +491,41 @@ async fn a_claim_answers_its_receipt_with_the_meter_on_and_off() {
     assert_eq!(receipts[0].2, "in_progress");
     assert_eq!(receipts[0].3, "worker-1");
 }
+
+/// A poll answers its handle exactly as the projection renders it: with the meter off the
+/// payload is `render_run_status_body`, with it on the envelope's result is that handle, and
+/// the historical alias wraps that handle in its deprecation notice.
+#[tokio::test]
+async fn a_run_status_answers_its_handle_with_the_meter_on_and_off() {
+    for meter in [true, false] {
+        let project = Project::new(config(meter));
+        let run = project
+            .call("bernstein_run", json!({"goal": "Add auth to the API"}))
+            .await;
+        let run_id = payload(&run)["run_id"].as_str().unwrap().to_owned();
+        let polled = project
+            .call("bernstein_run_status", json!({"run_id": run_id}))
+            .await;
+        assert!(!polled.is_error, "{}", polled.text);
+        let (handle, _) =
+            bernstein_journal::handle::poll_run_handle(project.dir.path(), &run_id, None).unwrap();
+        let body = handle.render_run_status_body();
+        let handle_value: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if meter {
+            assert!(
+                polled.text.starts_with(r#"{"result": {"taskId": ""#),
+                "{}",
+                polled.text
+            );
+            assert_eq!(payload(&polled), handle_value);
+        } else {
+            assert_eq!(polled.text, body);
+            let alias = project
+                .call("bernstein_task_handle", json!({"run_id": run_id}))
+                .await;
+            let notice: serde_json::Value = serde_json::from_str(&alias.text).unwrap();
+            assert_eq!(notice["deprecated"], true, "{}", alias.text);
+            assert_eq!(notice["result"], handle_value);
+        }
+    }
+}
