@@ -18,7 +18,10 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, SharedString, Unit};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 use tokio::sync::Semaphore;
 
 use crate::cli_ops::MetricsArgs;
@@ -46,14 +49,21 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 /// `HttpConfig` takes one to serve `/metrics` behind its auth.
 pub(crate) type MetricsRenderer = Arc<dyn Fn() -> String + Send + Sync>;
 
-/// Installs the Prometheus recorder as the process's global `metrics` recorder, describes
-/// every metric, and starts the upkeep thread. Call once, before serving.
+/// Installs the process's global `metrics` recorder, the Prometheus recorder behind a
+/// [`Deferred`] one, and starts building the Prometheus recorder on a thread of its own, which
+/// then describes every metric and runs the upkeep. Call once, before serving; take the
+/// handle with [`Installing::finish`].
+///
+/// Building the Prometheus recorder calibrates `quanta`'s clock against the system's, a loop
+/// that takes a millisecond on a quiet machine and tens on a busy one; on its own thread it
+/// runs while the dispatcher is built, instead of before. Nothing recorded meanwhile is lost:
+/// the deferred recorder waits for the Prometheus one.
 ///
 /// # Errors
 ///
-/// When a recorder is already installed or a bucket list is invalid.
-pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
+/// When a recorder is already installed, a bucket list is invalid or the thread cannot start.
+pub(crate) fn install() -> anyhow::Result<Installing> {
+    let builder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)
         .and_then(|b| {
             b.set_buckets_for_metric(
@@ -61,22 +71,109 @@ pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
                 BATCH_BUCKETS,
             )
         })
-        .context("invalid metric buckets")?
-        .install_recorder()
-        .context("cannot install the metrics recorder")?;
-    telemetry::describe();
-    bernstein_http::describe_metrics();
-    let upkeep = handle.clone();
-    std::thread::Builder::new()
-        .name("metrics-upkeep".to_owned())
+        .context("invalid metric buckets")?;
+    let deferred = Deferred::default();
+    let ready = Arc::clone(&deferred.inner);
+    metrics::set_global_recorder(deferred)
+        .map_err(|_| anyhow::anyhow!("cannot install the metrics recorder: one is installed"))?;
+    let building = std::thread::Builder::new()
+        .name("metrics-build".to_owned())
         .spawn(move || {
-            loop {
-                std::thread::sleep(UPKEEP_EVERY);
-                upkeep.run_upkeep();
-            }
+            let built =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| builder.build_recorder()));
+            let Ok(recorder) = built else {
+                // Nothing may wait for a recorder that will never come: metrics become no-ops,
+                // and `finish` reports the failure before anything is served.
+                let _ = ready.set(None);
+                anyhow::bail!("building the metrics recorder panicked");
+            };
+            let handle = recorder.handle();
+            // Only this thread sets it, once.
+            let _ = ready.set(Some(recorder));
+            telemetry::describe();
+            bernstein_http::describe_metrics();
+            let upkeep = handle.clone();
+            std::thread::Builder::new()
+                .name("metrics-upkeep".to_owned())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(UPKEEP_EVERY);
+                        upkeep.run_upkeep();
+                    }
+                })
+                .context("cannot start the metrics upkeep thread")?;
+            Ok(handle)
         })
-        .context("cannot start the metrics upkeep thread")?;
-    Ok(handle)
+        .context("cannot start building the metrics recorder")?;
+    Ok(Installing(building))
+}
+
+/// The Prometheus recorder being built (see [`install`]).
+pub(crate) struct Installing(std::thread::JoinHandle<anyhow::Result<PrometheusHandle>>);
+
+impl Installing {
+    /// Waits for the Prometheus recorder and returns its handle.
+    ///
+    /// # Errors
+    ///
+    /// When the upkeep thread could not start, or building the recorder panicked.
+    pub(crate) fn finish(self) -> anyhow::Result<PrometheusHandle> {
+        self.0
+            .join()
+            .map_err(|_| anyhow::anyhow!("building the metrics recorder panicked"))?
+    }
+}
+
+/// The global recorder: the Prometheus recorder once it is built, waited for by whatever
+/// registers or describes a metric before then (`None` when building it failed: then every
+/// metric is a no-op).
+#[derive(Default)]
+struct Deferred {
+    inner: Arc<std::sync::OnceLock<Option<PrometheusRecorder>>>,
+}
+
+impl Deferred {
+    fn ready(&self) -> Option<&PrometheusRecorder> {
+        self.inner.wait().as_ref()
+    }
+}
+
+impl metrics::Recorder for Deferred {
+    fn describe_counter(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        if let Some(recorder) = self.ready() {
+            recorder.describe_counter(key, unit, description);
+        }
+    }
+
+    fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        if let Some(recorder) = self.ready() {
+            recorder.describe_gauge(key, unit, description);
+        }
+    }
+
+    fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, description: SharedString) {
+        if let Some(recorder) = self.ready() {
+            recorder.describe_histogram(key, unit, description);
+        }
+    }
+
+    fn register_counter(&self, key: &Key, metadata: &Metadata<'_>) -> Counter {
+        self.ready().map_or_else(Counter::noop, |recorder| {
+            recorder.register_counter(key, metadata)
+        })
+    }
+
+    fn register_gauge(&self, key: &Key, metadata: &Metadata<'_>) -> Gauge {
+        self.ready().map_or_else(Gauge::noop, |recorder| {
+            recorder.register_gauge(key, metadata)
+        })
+    }
+
+    fn register_histogram(&self, key: &Key, metadata: &Metadata<'_>) -> Histogram {
+        self.ready().map_or_else(Histogram::noop, |recorder| {
+            recorder.register_histogram(key, metadata)
+        })
+    }
 }
 
 /// The renderer of `handle`, for the HTTP transport's `/metrics` route.
@@ -172,4 +269,49 @@ async fn answer(
         header::HeaderValue::from_static(content_type),
     );
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics::Recorder as _;
+
+    /// A metric recorded while the Prometheus recorder is still being built waits for it and is
+    /// counted, rather than dropped.
+    #[test]
+    fn a_metric_recorded_before_the_recorder_is_built_is_kept() {
+        let deferred = Arc::new(Deferred::default());
+        let early = {
+            let deferred = Arc::clone(&deferred);
+            std::thread::spawn(move || {
+                let metadata = Metadata::new("test", metrics::Level::INFO, None);
+                deferred
+                    .register_counter(&Key::from_static_name("early_calls_total"), &metadata)
+                    .increment(3);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!early.is_finished(), "the early metric did not wait");
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        deferred.inner.set(Some(recorder)).ok().unwrap();
+        early.join().unwrap();
+        assert!(
+            handle.render().contains("early_calls_total 3"),
+            "{}",
+            handle.render()
+        );
+    }
+
+    /// When the recorder could not be built, metrics are no-ops instead of waits without end.
+    #[test]
+    fn no_metric_waits_for_a_recorder_that_failed() {
+        let deferred = Deferred::default();
+        deferred.inner.set(None).ok().unwrap();
+        let metadata = Metadata::new("test", metrics::Level::INFO, None);
+        deferred
+            .register_histogram(&Key::from_static_name("late_seconds"), &metadata)
+            .record(1.0);
+        deferred.describe_counter("late_total".into(), None, "never".into());
+    }
 }

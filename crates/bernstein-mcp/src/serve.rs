@@ -104,12 +104,13 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         builder = builder.confine_workdirs(true).allowed_roots(allow_roots);
     }
     if let Some(http) = http {
-        let render = crate::metrics_setup::renderer(&metrics);
+        let render = crate::metrics_setup::renderer(&metrics.finish()?);
         return crate::http_serve::serve_http(builder, http, render, metrics_listener);
     }
     let dispatcher = builder
         .build()
         .with_context(|| format!("cannot serve the project at {}", workdir.display()))?;
+    let metrics = metrics.finish()?;
     tracing::info!(
         workdir = %workdir.display(),
         tier = tier.as_str(),
