@@ -2,7 +2,7 @@
 //! call is answered (firewall, handler, timeout, cancellation, alias wrapper, envelope).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bernstein_journal::audit::Timestamp;
@@ -32,7 +32,10 @@ pub(crate) enum Target {
 /// One callable name.
 struct Entry {
     target: Target,
-    validator: jsonschema::Validator,
+    /// The input schema's validator, compiled at the name's first call rather than for every
+    /// name when the server starts: compiling them all was about a third of building the
+    /// catalogue, itself the largest part of start-up after loading the binary.
+    validator: OnceLock<Result<jsonschema::Validator, Error>>,
     schema: serde_json::Value,
     /// `timeoutSeconds` of the schema: the value as written (for the overrun message) and as
     /// seconds.
@@ -73,6 +76,34 @@ fn compile(name: &str, schema: &serde_json::Value) -> Result<jsonschema::Validat
     })
 }
 
+impl Entry {
+    /// The validator of `name`'s input schema, compiled on first use.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSchema`] when the schema does not compile (the test
+    /// `every_schema_compiles` holds every tool and alias of every tier to compiling).
+    fn validator(&self, name: &str) -> Result<&jsonschema::Validator, &Error> {
+        self.validator
+            .get_or_init(|| compile(name, &self.schema))
+            .as_ref()
+    }
+
+    /// Whether `arguments` pass the input firewall; a schema that does not compile refuses
+    /// every call, saying so, rather than letting an unchecked one through.
+    fn check(&self, name: &str, arguments: &serde_json::Value) -> Result<(), firewall::Refusal> {
+        match self.validator(name) {
+            Ok(validator) => firewall::check(name, arguments, validator, &self.schema),
+            Err(e) => Err(firewall::Refusal {
+                tool: name.to_owned(),
+                code: firewall::INVALID_PARAMS,
+                message: e.to_string(),
+                errors: Vec::new(),
+            }),
+        }
+    }
+}
+
 fn timeout_of(schema: &PyValue) -> Option<(PyValue, f64)> {
     let value = schema.as_object()?.get("timeoutSeconds")?;
     let seconds = value.as_f64()?;
@@ -98,7 +129,6 @@ impl Catalogue {
             }
             let ordered = parse_schema(def.name, def.schema)?;
             let schema = ordered.to_serde();
-            let validator = compile(def.name, &schema)?;
             let ordered_object = ordered.as_object().cloned().unwrap_or_default();
             let description = ordered_object
                 .get("description")
@@ -122,7 +152,7 @@ impl Catalogue {
                 def.name,
                 Entry {
                     target: Target::Tool(def),
-                    validator,
+                    validator: OnceLock::new(),
                     schema: schema.clone(),
                     timeout: timeout_of(&ordered),
                 },
@@ -136,12 +166,11 @@ impl Catalogue {
                 }
                 let ordered = parse_schema(alias.name, alias.schema)?;
                 let schema = ordered.to_serde();
-                let validator = compile(alias.name, &schema)?;
                 entries.insert(
                     alias.name,
                     Entry {
                         target: Target::Alias(alias),
-                        validator,
+                        validator: OnceLock::new(),
                         schema,
                         timeout: timeout_of(&ordered),
                     },
@@ -214,8 +243,7 @@ impl Catalogue {
             return false;
         };
         let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments.clone()));
-        self.config.validation == Validation::Permissive
-            || firewall::check(name, &arguments, &entry.validator, &entry.schema).is_ok()
+        self.config.validation == Validation::Permissive || entry.check(name, &arguments).is_ok()
     }
 
     /// The structured content of a task-augmented `bernstein_run` once its task has settled,
@@ -264,7 +292,7 @@ impl Catalogue {
         let started = Timestamp::now();
         let clock = Instant::now();
         let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments));
-        let refusal = firewall::check(name, &arguments, &entry.validator, &entry.schema).err();
+        let refusal = entry.check(name, &arguments).err();
         let args = match &arguments {
             serde_json::Value::Object(_) => match PyValue::from(&arguments) {
                 PyValue::Object(object) => object,
@@ -566,6 +594,49 @@ fn cancelled_outcome(name: &str, meter: serde_json::Value) -> ToolOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tier;
+
+    /// Validators are compiled at a name's first call, so a schema that did not compile would
+    /// no longer stop the server from starting: this holds every tool and alias of every tier
+    /// to compiling, and a broken schema to refusing its calls instead of letting them through.
+    #[test]
+    fn every_schema_compiles() {
+        let mut compiled = 0;
+        for tier in Tier::ALL {
+            let config = ToolConfig {
+                tier,
+                aliases_enabled: true,
+                lineage_enabled: true,
+                ..ToolConfig::default()
+            };
+            let catalogue = Catalogue::new(&config).unwrap();
+            for (name, entry) in &catalogue.entries {
+                assert!(
+                    entry.validator.get().is_none(),
+                    "{name} compiled before its call"
+                );
+                entry
+                    .validator(name)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                compiled += 1;
+            }
+        }
+        assert!(compiled > 50, "only {compiled} schemas");
+        let broken = Entry {
+            target: Target::Tool(&TOOLS[0]),
+            validator: OnceLock::new(),
+            schema: serde_json::json!({"type": "object", "properties": {"x": {"type": 7}}}),
+            timeout: None,
+        };
+        let refusal = broken
+            .check("bernstein_run", &serde_json::json!({"x": 1}))
+            .unwrap_err();
+        assert!(
+            refusal.message.contains("bernstein_run"),
+            "{}",
+            refusal.message
+        );
+    }
 
     #[test]
     fn timeout_answers_name_the_declared_value_as_written() {
