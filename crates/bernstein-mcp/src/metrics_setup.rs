@@ -74,6 +74,7 @@ pub(crate) fn install() -> anyhow::Result<Installing> {
         .context("invalid metric buckets")?;
     let deferred = Deferred::default();
     let ready = Arc::clone(&deferred.inner);
+    let unbuilt = Arc::clone(&deferred.inner);
     metrics::set_global_recorder(deferred)
         .map_err(|_| anyhow::anyhow!("cannot install the metrics recorder: one is installed"))?;
     let building = std::thread::Builder::new()
@@ -103,6 +104,11 @@ pub(crate) fn install() -> anyhow::Result<Installing> {
                 })
                 .context("cannot start the metrics upkeep thread")?;
             Ok(handle)
+        })
+        .inspect_err(|_| {
+            // The deferred recorder is installed: with no thread to build the Prometheus one,
+            // metrics become no-ops rather than waits without end.
+            let _ = unbuilt.set(None);
         })
         .context("cannot start building the metrics recorder")?;
     Ok(Installing(building))
@@ -303,15 +309,23 @@ mod tests {
         );
     }
 
-    /// When the recorder could not be built, metrics are no-ops instead of waits without end.
+    /// When the recorder could not be built, metrics are no-ops instead of waits without end:
+    /// a metric recorded then returns within the test's bound.
     #[test]
     fn no_metric_waits_for_a_recorder_that_failed() {
         let deferred = Deferred::default();
         deferred.inner.set(None).ok().unwrap();
-        let metadata = Metadata::new("test", metrics::Level::INFO, None);
-        deferred
-            .register_histogram(&Key::from_static_name("late_seconds"), &metadata)
-            .record(1.0);
-        deferred.describe_counter("late_total".into(), None, "never".into());
+        let (done, returned) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let metadata = Metadata::new("test", metrics::Level::INFO, None);
+            deferred
+                .register_histogram(&Key::from_static_name("late_seconds"), &metadata)
+                .record(1.0);
+            deferred.describe_counter("late_total".into(), None, "never".into());
+            done.send(()).unwrap();
+        });
+        returned
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a metric waited for a recorder that will never be built");
     }
 }
