@@ -310,6 +310,7 @@ impl LockedBacklog<'_> {
         let Some(projection) = self.projection(index, load)? else {
             return Ok(None);
         };
+        projection.trace();
         match projection.text {
             Some(text) => {
                 fsio::write_atomic(&self.path, text.as_bytes())?;
@@ -370,13 +371,16 @@ impl LockedBacklog<'_> {
         };
         let mut actions = Vec::with_capacity(rows.len());
         let mut seen = HashSet::with_capacity(rows.len());
+        let mut seen_with_rows = 0_u64;
         for row in rows.iter().map(|row| &row.object) {
             let Some(slot) = row_id(row).and_then(|id| index.slot(&id)) else {
                 actions.push(RowAction::Keep);
                 continue;
             };
-            seen.insert(slot);
             let status = index.status_at(slot);
+            if seen.insert(slot) && projected_status(status).is_some() {
+                seen_with_rows += 1;
+            }
             if status == TaskStatus::Open && !row_is_plain_open(row) {
                 actions.push(RowAction::Keep);
                 continue;
@@ -389,11 +393,20 @@ impl LockedBacklog<'_> {
                 Some(_) => RowAction::Project(slot),
             });
         }
-        let missing: Vec<usize> = (0..index.len())
-            .filter(|slot| {
-                !seen.contains(slot) && projected_status(index.status_at(*slot)).is_some()
-            })
-            .collect();
+        // Every task with a row is on the file when the file names as many of them as the
+        // index counts: then no pass over the whole index (every task the project ever had)
+        // looks for the missing ones.
+        let (missing, slots_scanned): (Vec<usize>, usize) =
+            if seen_with_rows == index.count_in(&STATUSES_WITH_ROWS) {
+                (Vec::new(), 0)
+            } else {
+                let missing = (0..index.len())
+                    .filter(|slot| {
+                        !seen.contains(slot) && projected_status(index.status_at(*slot)).is_some()
+                    })
+                    .collect();
+                (missing, index.len())
+            };
         if missing.is_empty()
             && actions
                 .iter()
@@ -406,6 +419,7 @@ impl LockedBacklog<'_> {
             return Ok(Some(Projection {
                 rows: Arc::clone(rows),
                 text,
+                slots_scanned,
             }));
         }
         let mut out = Vec::with_capacity(rows.len() + missing.len());
@@ -423,6 +437,7 @@ impl LockedBacklog<'_> {
         Ok(Some(Projection {
             rows: Arc::new(out),
             text,
+            slots_scanned,
         }))
     }
 
@@ -451,12 +466,35 @@ enum RowAction {
 pub(crate) struct Projection {
     pub(crate) rows: Rows,
     pub(crate) text: Option<String>,
+    /// How many index slots were looked at for tasks missing from the file: 0 when the file
+    /// already names every task that has a row. The index holds every task the project ever
+    /// had, so this pass is the one part of a projection whose cost grows with the project.
+    pub(crate) slots_scanned: usize,
+}
+
+impl Projection {
+    /// Logs what the projection cost, at trace level.
+    fn trace(&self) {
+        tracing::trace!(
+            rows = self.rows.len(),
+            slots_scanned = self.slots_scanned,
+            rewrite = self.text.is_some(),
+            "claimable backlog projected"
+        );
+    }
 }
 
 /// The file text of `rows`: `json.dumps(rows, indent=2)`, joined from the rows' texts.
 pub(crate) fn render_rows(rows: &[Arc<Row>]) -> String {
     join_indent2_items(rows.iter().map(|row| row.text()))
 }
+
+/// The statuses whose tasks have a row on the file (see [`projected_status`]).
+const STATUSES_WITH_ROWS: [TaskStatus; 3] = [
+    TaskStatus::Open,
+    TaskStatus::Claimed,
+    TaskStatus::InProgress,
+];
 
 /// The row status a task in `status` projects to, or `None` when it has no row.
 fn projected_status(status: TaskStatus) -> Option<&'static str> {
@@ -735,6 +773,7 @@ impl BacklogTracker {
         let projection = backlog
             .projection(index, load)?
             .ok_or_else(|| unusable(backlog.path.display().to_string()))?;
+        projection.trace();
         Ok(HeldBacklog {
             _guard: backlog.guard.take(),
             path: backlog.path.clone(),
@@ -999,6 +1038,60 @@ mod tests {
                 bad
             );
         }
+    }
+
+    #[test]
+    fn a_projection_looks_for_missing_tasks_only_when_the_file_lacks_some() {
+        // Many settled tasks and a few with rows: once the file names every task with a row,
+        // a projection must not walk the settled ones.
+        let project = |tasks: &[Task], file: Option<&KnownBacklog>| {
+            let dir = tempfile::tempdir().unwrap();
+            let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
+            if let Some(file) = file {
+                std::fs::write(dir.path().join(BACKLOG_FILE), &*file.text).unwrap();
+            }
+            let backlog = lock_and_read(dir.path(), &lock, file).unwrap();
+            backlog
+                .projection(&index_of(tasks), |slot| Ok(tasks[slot].clone()))
+                .unwrap()
+                .unwrap()
+        };
+        let mut tasks: Vec<Task> = (0..200)
+            .map(|n| task(&format!("t-{n}"), TaskStatus::Done))
+            .collect();
+        for n in [3, 70, 199] {
+            tasks[n].status = TaskStatus::Open;
+        }
+        tasks[120].status = TaskStatus::InProgress;
+        tasks[120].claimed_by = Some("worker-a".into());
+        let first = project(&tasks, None);
+        assert_eq!(first.slots_scanned, 200, "a missing file lacks every row");
+        assert_eq!(first.rows.len(), 4);
+        let on_file = KnownBacklog {
+            text: Arc::from(first.text.unwrap()),
+            rows: first.rows,
+            canonical: true,
+        };
+        let again = project(&tasks, Some(&on_file));
+        assert_eq!(again.slots_scanned, 0);
+        assert!(again.text.is_none(), "nothing changed, nothing to write");
+        // A task that gains a row (reopened) is found, and so is one that gains a row while a
+        // task on the file settles.
+        tasks[10].status = TaskStatus::Open;
+        let reopened = project(&tasks, Some(&on_file));
+        assert_eq!(reopened.slots_scanned, 200);
+        assert_eq!(reopened.rows.len(), 5);
+        tasks[10].status = TaskStatus::Done;
+        tasks[3].status = TaskStatus::Done;
+        tasks[50].status = TaskStatus::Claimed;
+        tasks[50].claimed_by = Some("worker-b".into());
+        let swapped = project(&tasks, Some(&on_file));
+        let ids: Vec<&str> = swapped
+            .rows
+            .iter()
+            .filter_map(|row| row.object.get("id").and_then(Value::as_str))
+            .collect();
+        assert_eq!(ids, ["t-70", "t-120", "t-199", "t-50"]);
     }
 
     #[test]

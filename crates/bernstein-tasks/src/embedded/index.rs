@@ -120,10 +120,20 @@ pub(crate) struct Index {
     roles: Vec<String>,
     role_slots: HashMap<String, u32>,
     counts: Vec<RoleCounts>,
+    /// Tasks in each status, indexed as [`TaskStatus::ALL`] lists the statuses.
+    in_status: [u64; TaskStatus::ALL.len()],
     /// Tasks whose cost is positive; while 0 every cost figure is 0 without a sum.
     costed: u64,
     children: HashMap<TaskId, Vec<u32>>,
     dependents: HashMap<TaskId, Vec<u32>>,
+}
+
+/// The position of `status` in [`TaskStatus::ALL`].
+fn status_position(status: TaskStatus) -> usize {
+    TaskStatus::ALL
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or_default()
 }
 
 fn link(map: &mut HashMap<TaskId, Vec<u32>>, key: &TaskId, slot: usize) {
@@ -149,6 +159,12 @@ impl Index {
     fn count(&mut self, role: u32, status: TaskStatus, cost_usd: f64, sign: i8) {
         if let Some(counts) = self.counts.get_mut(role as usize) {
             counts.add(status, sign);
+        }
+        let in_status = &mut self.in_status[status_position(status)];
+        if sign > 0 {
+            *in_status += 1;
+        } else {
+            *in_status = in_status.saturating_sub(1);
         }
         if cost_usd > 0.0 {
             if sign > 0 {
@@ -201,6 +217,15 @@ impl Index {
             parent: meta.parent,
             depends_on: meta.depends_on.into_boxed_slice(),
         };
+    }
+
+    /// How many tasks are in one of `statuses`, from the counts kept as records are applied
+    /// (no pass over the tasks).
+    pub(crate) fn count_in(&self, statuses: &[TaskStatus]) -> u64 {
+        statuses
+            .iter()
+            .map(|status| self.in_status[status_position(*status)])
+            .sum()
     }
 
     /// How many tasks there are.
@@ -330,5 +355,43 @@ impl Index {
         }
         summary.per_role = rows.into_values().collect();
         summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The kept per-status counts are what counting every task's status gives, however
+        /// the tasks move between statuses.
+        #[test]
+        fn status_counts_agree_with_counting_every_task(
+            moves in proptest::collection::vec((0_usize..12, 0_usize..TaskStatus::ALL.len()), 1..80)
+        ) {
+            let mut index = Index::default();
+            let mut statuses: HashMap<usize, TaskStatus> = HashMap::new();
+            for (line, (task, status)) in moves.into_iter().enumerate() {
+                let status = TaskStatus::ALL[status];
+                let meta = Meta {
+                    id: TaskId::parse(&format!("t-{task}")).unwrap(),
+                    status,
+                    version: line as u64 + 1,
+                    role: "backend".to_owned(),
+                    depends_on: Vec::new(),
+                    parent: None,
+                    cost_usd: 0.0,
+                };
+                index.apply(meta, Location { offset: 0, len: 0, line: line as u64 + 1 });
+                statuses.insert(task, status);
+            }
+            for status in TaskStatus::ALL {
+                let counted = statuses.values().filter(|s| **s == status).count() as u64;
+                prop_assert_eq!(index.count_in(&[status]), counted, "{:?}", status);
+            }
+            prop_assert_eq!(index.count_in(&TaskStatus::ALL), statuses.len() as u64);
+        }
     }
 }
