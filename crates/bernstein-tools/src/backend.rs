@@ -28,8 +28,8 @@ use bernstein_journal::artifacts::{
 };
 use bernstein_journal::audit::AuditChain;
 use bernstein_journal::claim::{
-    ClaimFilter, ClaimRequest as BacklogClaimRequest, backlog_path, claim_on_entries,
-    entries_from_rows, read_backlog,
+    ClaimFilter, ClaimOutcome, ClaimReceipt, ClaimRequest as BacklogClaimRequest, backlog_path,
+    claim_on_entries, entries_from_rows, read_backlog,
 };
 use bernstein_journal::dlp::{DlpMode, RedactionContext};
 use bernstein_journal::handle;
@@ -575,12 +575,9 @@ impl Backend {
                             let origin = backlog_path(&root).display().to_string();
                             let entries = entries_from_rows(rows.iter().copied(), &origin)?;
                             claim_on_entries(&root, key, &request, entries, None)
+                                .map(DecidedClaim::from)
                         },
-                        |outcome| {
-                            outcome
-                                .granted()
-                                .then_some(outcome.normalised_rows.as_slice())
-                        },
+                        |decided| decided.granted.then_some(decided.rows.as_slice()),
                     )
                 })
                 .await???;
@@ -591,7 +588,7 @@ impl Backend {
                 // "task_store"`), and verifies against that, offline, for as long as the chain
                 // holds its claim event.
                 let mut receipt = outcome.receipt;
-                receipt.backlog_snapshot = Some(outcome.normalised_rows);
+                receipt.backlog_snapshot = Some(outcome.rows);
                 Ok(Value::Object(receipt.into_wire()))
             }
         }
@@ -1044,6 +1041,27 @@ impl Backend {
             }
         }
         Ok(out)
+    }
+}
+
+/// What a claim on the embedded store's backlog answers with: its receipt, the rows its
+/// `backlogHead` hashed (the file's rows after the claim, and the receipt's snapshot), and
+/// whether it was granted. The hydrated entries the claim chose from are dropped as soon as
+/// it is decided: on a large backlog they are one more copy of every open row, and they would
+/// otherwise be held through the store's projection after the claim, the call's memory peak.
+struct DecidedClaim {
+    receipt: ClaimReceipt,
+    rows: Vec<Object>,
+    granted: bool,
+}
+
+impl From<ClaimOutcome> for DecidedClaim {
+    fn from(outcome: ClaimOutcome) -> DecidedClaim {
+        DecidedClaim {
+            granted: outcome.granted(),
+            receipt: outcome.receipt,
+            rows: outcome.normalised_rows,
+        }
     }
 }
 
