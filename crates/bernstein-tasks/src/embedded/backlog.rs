@@ -397,7 +397,7 @@ impl LockedBacklog<'_> {
         // index counts: then no pass over the whole index (every task the project ever had)
         // looks for the missing ones.
         let (missing, slots_scanned): (Vec<usize>, usize) =
-            if seen_with_rows == index.count_in(&STATUSES_WITH_ROWS) {
+            if seen_with_rows == tasks_with_rows(index) {
                 (Vec::new(), 0)
             } else {
                 let missing = (0..index.len())
@@ -489,12 +489,15 @@ pub(crate) fn render_rows(rows: &[Arc<Row>]) -> String {
     join_indent2_items(rows.iter().map(|row| row.text()))
 }
 
-/// The statuses whose tasks have a row on the file (see [`projected_status`]).
-const STATUSES_WITH_ROWS: [TaskStatus; 3] = [
-    TaskStatus::Open,
-    TaskStatus::Claimed,
-    TaskStatus::InProgress,
-];
+/// How many tasks of `index` have a row on the file: those in a status [`projected_status`]
+/// gives a row, counted from the index's kept per-status counts (no pass over the tasks).
+fn tasks_with_rows(index: &Index) -> u64 {
+    let with_rows: Vec<TaskStatus> = TaskStatus::ALL
+        .into_iter()
+        .filter(|status| projected_status(*status).is_some())
+        .collect();
+    index.count_in(&with_rows)
+}
 
 /// The row status a task in `status` projects to, or `None` when it has no row.
 fn projected_status(status: TaskStatus) -> Option<&'static str> {
