@@ -279,9 +279,12 @@ impl Backend {
             }
             BackendKind::Embedded(store) => {
                 let store = store.store().await?;
-                Ok(run_blocking(move || store.get_task(&id))
-                    .await??
-                    .to_object())
+                // Answered on this thread unless it would wait for a lock (see `poll_run`).
+                let task = match store.get_task_now(&id) {
+                    Some(task) => task?,
+                    None => run_blocking(move || store.get_task(&id)).await??,
+                };
+                Ok(task.to_object())
             }
         }
     }
@@ -393,9 +396,11 @@ impl Backend {
             }
             BackendKind::Embedded(store) => {
                 let store = store.store().await?;
-                Ok(run_blocking(move || store.status_summary())
-                    .await??
-                    .to_object())
+                let summary = match store.status_summary_now() {
+                    Some(summary) => summary?,
+                    None => run_blocking(move || store.status_summary()).await??,
+                };
+                Ok(summary.to_object())
             }
         }
     }
@@ -955,7 +960,13 @@ impl Backend {
             what: "run poll",
             reason: e.to_string(),
         };
-        let (run_handle, resolved) = poll().await.map_err(joined)??;
+        // An ordinary poll is a few reads this process mostly has cached: it is answered on
+        // this thread, as handing it to another thread and back costs more than the poll.
+        let brief = handle::poll_run_handle_brief(project_root, id, self.audit_key.is_some())?;
+        let (run_handle, resolved) = match brief {
+            Some(polled) => polled,
+            None => poll().await.map_err(joined)??,
+        };
         if run_handle.is_terminal() {
             return Ok((run_handle, resolved));
         }

@@ -63,7 +63,8 @@ pub use wire::{join_indent2_items, render_indent2, render_indent2_item, render_i
 use crate::audit::{AuditChain, head_index};
 use crate::crypto::sha256_hex;
 use crate::run_journal::{
-    journal_head, load_journal, load_journal_shared, python_str_repr, run_journal_path, task_run_id,
+    SHARED_JOURNAL_MAX_BYTES, journal_head, load_journal, load_journal_shared, python_str_repr,
+    run_journal_path, task_run_id,
 };
 use crate::{Error, Result};
 use bernstein_protocol::SPEC_REVISION;
@@ -356,6 +357,46 @@ pub fn poll_run_handle(
         &chain_head,
     );
     Ok((handle, resolved))
+}
+
+/// [`poll_run_handle`] when it is brief enough to run on an async worker: it writes nothing
+/// and reads no journal over [`SHARED_JOURNAL_MAX_BYTES`] (those are parsed again on every
+/// poll). `Ok(None)` when the poll needs more: the journal is larger, or, with `may_seal`, the
+/// run is terminal and its newest seal does not bind it yet, so [`poll_run_handle`] with a
+/// sealer must seal it first. Otherwise the handle is exactly the one [`poll_run_handle`]
+/// projects.
+///
+/// # Errors
+///
+/// As [`poll_run_handle`], without the seal's.
+pub fn poll_run_handle_brief(
+    project_root: &Path,
+    id: &str,
+    may_seal: bool,
+) -> Result<Option<(RunHandle, ResolvedRun)>> {
+    let resolved = resolve_run_journal(project_root, id)?;
+    match std::fs::metadata(&resolved.journal_path) {
+        Ok(meta) if meta.len() > SHARED_JOURNAL_MAX_BYTES as u64 => return Ok(None),
+        _ => {}
+    }
+    let audit_dir = project_root.join(".sdd").join("audit");
+    let loaded = load_journal_shared(&resolved.journal_path)?;
+    let heads = run_heads(&audit_dir, &resolved.run_id)?;
+    if may_seal
+        && project_task_status(&loaded.rows).is_terminal()
+        && task_id_of_run(&resolved.run_id).is_some()
+        && !binds(heads.last_seal.as_ref(), &loaded.rows)
+    {
+        return Ok(None);
+    }
+    let chain_head = heads.newest.map(|entry| entry.hmac).unwrap_or_default();
+    let handle = RunHandle::from_journal(
+        &resolved.run_id,
+        &resolved.run_id,
+        &loaded.rows,
+        &chain_head,
+    );
+    Ok(Some((handle, resolved)))
 }
 
 /// What the process-wide index knows about `run_id` after catching up.

@@ -8,8 +8,8 @@
 
 use bernstein_journal::audit::{AuditChain, AuditEvent, Timestamp};
 use bernstein_journal::handle::{
-    PresentedHandle, RunHandle, SealOutcome, poll_run_handle, seal_terminal_run_at,
-    verify_handle_chain,
+    PresentedHandle, RunHandle, SealOutcome, poll_run_handle, poll_run_handle_brief,
+    seal_terminal_run_at, verify_handle_chain,
 };
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{HashProfile, JournalWriter};
@@ -215,4 +215,85 @@ fn a_journal_row_removed_after_sealing_is_named() {
         "{:?}",
         again.problems
     );
+}
+
+/// The brief poll an async worker answers in place projects the very handle of the full poll,
+/// writes nothing, and declines (`None`) exactly when the full poll must do more: seal a
+/// terminal run its newest seal does not bind, or parse a journal too large to keep parsed.
+#[test]
+fn a_brief_poll_is_the_full_poll_or_declines() {
+    let brief = |fixture: &Fixture, may_seal: bool| {
+        poll_run_handle_brief(fixture.root(), "t-42", may_seal)
+            .unwrap()
+            .map(|(handle, _)| handle)
+    };
+    for complete in [false, true] {
+        let fixture = fixture(complete);
+        let before = std::fs::read_dir(fixture.root().join(".sdd/audit"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            brief(&fixture, true),
+            Some(fixture.poll("t-42")),
+            "complete: {complete}"
+        );
+        assert_eq!(
+            std::fs::read_dir(fixture.root().join(".sdd/audit"))
+                .unwrap()
+                .count(),
+            before
+        );
+    }
+
+    let unsealed = fixture(false);
+    let mut writer =
+        JournalWriter::open(unsealed.root(), "task-t-42", HashProfile::PyJsonV1).unwrap();
+    let done = Object::new()
+        .with("task_id", "t-42")
+        .with("status", "done")
+        .with("task_version", 3);
+    writer.append("task_completed", &done).unwrap();
+    let chain_before = audit_bytes(&unsealed);
+    assert_eq!(
+        brief(&unsealed, true),
+        None,
+        "a terminal run to seal declines"
+    );
+    assert_eq!(brief(&unsealed, false), Some(unsealed.poll("t-42")));
+    assert_eq!(
+        audit_bytes(&unsealed),
+        chain_before,
+        "the brief poll sealed nothing"
+    );
+
+    let large = fixture(false);
+    let mut writer = JournalWriter::open(large.root(), "task-t-42", HashProfile::PyJsonV1).unwrap();
+    let note = "n".repeat(64 * 1024);
+    for _ in 0..17 {
+        let progress = Object::new()
+            .with("task_id", "t-42")
+            .with("note", note.as_str());
+        writer.append("task_progress", &progress).unwrap();
+    }
+    let journal = large.root().join(".sdd/runs/task-t-42/journal.jsonl");
+    assert!(std::fs::metadata(journal).unwrap().len() > 1 << 20);
+    assert_eq!(brief(&large, true), None, "a journal over 1 MiB declines");
+    assert_eq!(
+        large.poll("t-42"),
+        large.poll("task-t-42"),
+        "the full poll still answers"
+    );
+}
+
+/// Every file of the fixture's chain with its bytes, in name order.
+fn audit_bytes(fixture: &Fixture) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(fixture.root().join(".sdd/audit"))
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            (entry.file_name(), std::fs::read(entry.path()).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
 }

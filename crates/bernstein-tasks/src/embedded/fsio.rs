@@ -159,6 +159,16 @@ impl LockFile {
             .map_err(|e| Error::storage("lock", &self.path, &e))?;
         Ok(LockGuard { lock: self })
     }
+
+    /// Takes the lock shared if no other process holds it exclusively right now; `None` when
+    /// taking it would wait.
+    pub(crate) fn try_shared(&self) -> Result<Option<LockGuard<'_>>, Error> {
+        match self.file.try_lock_shared() {
+            Ok(()) => Ok(Some(LockGuard { lock: self })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::storage("lock", &self.path, &e)),
+        }
+    }
 }
 
 /// Holds a [`LockFile`] lock until dropped.

@@ -325,6 +325,16 @@ fn downcast<T: 'static>(value: Box<dyn Any + Send>, path: &Path) -> Result<T, Er
         .map_err(|_| unanswered(path))
 }
 
+/// The task `id` of the caught-up `log`, or not found.
+fn task_in(log: &TaskLog, id: &TaskId) -> Result<Task, Error> {
+    log.load(id)?
+        .map(|stored| stored.task)
+        .ok_or_else(|| Error::NotFound {
+            resource: crate::error::Resource::Task,
+            id: id.to_string(),
+        })
+}
+
 fn lock_mutex<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the guard leaves the fold at a record boundary (records are applied
     // whole), and the next catch-up re-reads from disk anyway, so the state stays usable.
@@ -472,6 +482,26 @@ impl EmbeddedStore {
         let _guard = self.inner.lock.shared()?;
         log.catch_up()?;
         f(&log)
+    }
+
+    /// [`EmbeddedStore::read`] if it can start without waiting: `None` when another caller of
+    /// this process holds the log (a mutation group between its append and its `fdatasync`,
+    /// say) or another process holds the store's lock exclusively. What is read is the same.
+    fn read_now<T>(
+        &self,
+        f: impl FnOnce(&TaskLog) -> Result<T, Error>,
+    ) -> Option<Result<T, Error>> {
+        let mut log = match self.inner.log.try_lock() {
+            Ok(log) => log,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let _guard = match self.inner.lock.try_shared() {
+            Ok(Some(guard)) => guard,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(log.catch_up().and_then(|()| f(&log)))
     }
 
     /// Runs one mutation (see the module documentation for the steps). `plan_of` names the plan
@@ -1050,14 +1080,15 @@ impl EmbeddedStore {
 
     /// See [`TaskBackend::get_task`].
     pub fn get_task(&self, id: &TaskId) -> Result<Task, Error> {
-        self.read(|log| {
-            log.load(id)?
-                .map(|stored| stored.task)
-                .ok_or_else(|| Error::NotFound {
-                    resource: crate::error::Resource::Task,
-                    id: id.to_string(),
-                })
-        })
+        self.read(|log| task_in(log, id))
+    }
+
+    /// [`EmbeddedStore::get_task`] if it can be answered without waiting for a lock: `None`
+    /// while a mutation of this process holds the log or another process holds the store
+    /// exclusively. An async caller answers a read this way on its own thread, and hands it to
+    /// a blocking thread only when it would wait.
+    pub fn get_task_now(&self, id: &TaskId) -> Option<Result<Task, Error>> {
+        self.read_now(|log| task_in(log, id))
     }
 
     /// See [`TaskBackend::list_tasks`]. The cursor is the id of the last task of the previous
@@ -1164,6 +1195,12 @@ impl EmbeddedStore {
     /// See [`TaskBackend::status_summary`].
     pub fn status_summary(&self) -> Result<StatusSummary, Error> {
         self.read(|log| Ok(log.index().summary()))
+    }
+
+    /// [`EmbeddedStore::status_summary`] if it can be answered without waiting for a lock, as
+    /// [`EmbeddedStore::get_task_now`].
+    pub fn status_summary_now(&self) -> Option<Result<StatusSummary, Error>> {
+        self.read_now(|log| Ok(log.index().summary()))
     }
 
     /// See [`TaskBackend::create_plan`]. The tasks are logged with the plan document they owe,
@@ -1558,6 +1595,40 @@ mod tests {
         assert_eq!(store.evidence_failures(), []);
         let report = store.audit_chain().unwrap().verify();
         assert!(report.ok(), "{:?}", report.verify_messages());
+    }
+
+    /// A read that can start at once is answered in place; one that would wait, for a
+    /// mutation of this process holding the log or another process holding the store's lock
+    /// exclusively, declines (`None`) instead of blocking, and the waiting read still answers.
+    #[test]
+    fn reads_answered_now_decline_whenever_they_would_wait() {
+        let (dir, store) = store();
+        let task = store.create_task(NewTask::new("t", "d")).unwrap();
+        let now = |store: &EmbeddedStore| store.get_task_now(&task.id).map(|t| t.unwrap().title);
+        assert_eq!(now(&store), Some("t".to_owned()));
+        assert_eq!(store.status_summary_now().unwrap().unwrap().total, 1);
+        let missing = TaskId::parse("0123456789abcdef0123456789abcdef").unwrap();
+        assert!(matches!(
+            store.get_task_now(&missing),
+            Some(Err(Error::NotFound { .. }))
+        ));
+
+        let held = lock_mutex(&store.inner.log);
+        assert_eq!(now(&store), None, "waited for this process's log");
+        assert!(store.status_summary_now().is_none());
+        drop(held);
+
+        let other = EmbeddedStore::open(dir.path(), None).unwrap();
+        let exclusive = other.inner.lock.exclusive().unwrap();
+        assert_eq!(
+            now(&store),
+            None,
+            "waited for another holder's exclusive lock"
+        );
+        assert!(store.status_summary_now().is_none());
+        drop(exclusive);
+        assert_eq!(now(&store), Some("t".to_owned()));
+        assert_eq!(store.get_task(&task.id).unwrap().title, "t");
     }
 
     /// A mutation of a group that fails changes nothing and does not stop the others.

@@ -148,3 +148,62 @@ async fn the_meter_off_gives_the_bare_payload() {
         serde_json::from_str::<serde_json::Value>(&outcome.text).unwrap()
     );
 }
+
+/// Polling an open run and reading the status are answered on the worker that runs the call:
+/// no poll or read hands its work to a blocking thread, as `block_in_place` would (it starts a
+/// thread to carry the worker's other tasks). The project and its run are made on another
+/// runtime, so only the reads run on the counted one.
+#[test]
+fn polls_and_status_reads_start_no_blocking_thread() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let setup = tokio::runtime::Runtime::new().unwrap();
+    let project = Arc::new(Project::new(config(true)));
+    let run = setup.block_on(project.call("bernstein_run", json!({"goal": "g"})));
+    let id = payload(&run)["task_id"].as_str().unwrap().to_owned();
+    drop(setup);
+
+    let started = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&started);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_start(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .enable_all()
+        .build()
+        .unwrap();
+    // Spawned, so the calls run on the worker (`block_on`'s own future runs on this thread,
+    // where `block_in_place` has no worker to hand off and runs inline).
+    let polling = Arc::clone(&project);
+    let answers = runtime.block_on(runtime.spawn(async move {
+        let project = polling;
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            let poll = project
+                .call("bernstein_run_status", json!({"run_id": id}))
+                .await;
+            answers.push(poll.structured.unwrap()["result"]["status"].clone());
+            let status = project.call("bernstein_status", json!({})).await;
+            answers.push(status.structured.unwrap()["result"]["counts"]["total"].clone());
+        }
+        answers
+    }));
+    let answers = answers.unwrap();
+    assert_eq!(
+        answers,
+        [json!("working"), json!(1)]
+            .iter()
+            .cycle()
+            .take(6)
+            .cloned()
+            .collect::<Vec<_>>(),
+        "the polls and reads answered"
+    );
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        1,
+        "only the runtime's one worker started: a read was handed to a blocking thread"
+    );
+}
