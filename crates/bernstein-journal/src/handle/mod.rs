@@ -63,7 +63,7 @@ pub use wire::{join_indent2_items, render_indent2, render_indent2_item, render_i
 use crate::audit::{AuditChain, head_index};
 use crate::crypto::sha256_hex;
 use crate::run_journal::{
-    SHARED_JOURNAL_MAX_BYTES, journal_head, load_journal, load_journal_shared, python_str_repr,
+    journal_head, load_journal, load_journal_kept, load_journal_shared, python_str_repr,
     run_journal_path, task_run_id,
 };
 use crate::{Error, Result};
@@ -360,8 +360,9 @@ pub fn poll_run_handle(
 }
 
 /// [`poll_run_handle`] when it is brief enough to run on an async worker: it writes nothing
-/// and reads no journal over [`SHARED_JOURNAL_MAX_BYTES`] (those are parsed again on every
-/// poll). `Ok(None)` when the poll needs more: the journal is larger, or, with `may_seal`, the
+/// and parses no journal over [`crate::run_journal::SHARED_JOURNAL_MAX_BYTES`] (those are
+/// parsed again on every poll; one is read, not parsed, and declined, with no `stat` before
+/// it). `Ok(None)` when the poll needs more: the journal is larger, or, with `may_seal`, the
 /// run is terminal and its newest seal does not bind it yet, so [`poll_run_handle`] with a
 /// sealer must seal it first. Otherwise the handle is exactly the one [`poll_run_handle`]
 /// projects.
@@ -375,12 +376,10 @@ pub fn poll_run_handle_brief(
     may_seal: bool,
 ) -> Result<Option<(RunHandle, ResolvedRun)>> {
     let resolved = resolve_run_journal(project_root, id)?;
-    match std::fs::metadata(&resolved.journal_path) {
-        Ok(meta) if meta.len() > SHARED_JOURNAL_MAX_BYTES as u64 => return Ok(None),
-        _ => {}
-    }
+    let Some(loaded) = load_journal_kept(&resolved.journal_path)? else {
+        return Ok(None);
+    };
     let audit_dir = project_root.join(".sdd").join("audit");
-    let loaded = load_journal_shared(&resolved.journal_path)?;
     let heads = run_heads(&audit_dir, &resolved.run_id)?;
     if may_seal
         && project_task_status(&loaded.rows).is_terminal()

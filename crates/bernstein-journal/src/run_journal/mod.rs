@@ -34,7 +34,8 @@ pub use paths::{
 };
 pub use python::python_str_repr;
 pub use reader::{
-    LoadedJournal, SHARED_JOURNAL_MAX_BYTES, load_journal, load_journal_shared, parse_journal_bytes,
+    LoadedJournal, SHARED_JOURNAL_MAX_BYTES, load_journal, load_journal_kept, load_journal_shared,
+    parse_journal_bytes,
 };
 pub use verify::{JournalVerification, journal_head, verify_journal, verify_loaded, verify_rows};
 pub use writer::{

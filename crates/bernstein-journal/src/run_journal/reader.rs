@@ -62,15 +62,31 @@ pub fn load_journal(path: &Path) -> Result<LoadedJournal> {
 ///
 /// As [`load_journal`].
 pub fn load_journal_shared(path: &Path) -> Result<Arc<LoadedJournal>> {
+    load_shared(path, true).map(Option::unwrap_or_default)
+}
+
+/// [`load_journal_shared`] for a caller that must stay brief: `Ok(None)` for a journal over
+/// [`SHARED_JOURNAL_MAX_BYTES`], which is read but not parsed.
+///
+/// # Errors
+///
+/// As [`load_journal`].
+pub fn load_journal_kept(path: &Path) -> Result<Option<Arc<LoadedJournal>>> {
+    load_shared(path, false)
+}
+
+/// [`load_journal_shared`], parsing a journal over [`SHARED_JOURNAL_MAX_BYTES`] only with
+/// `parse_large` (and `None` without it).
+fn load_shared(path: &Path, parse_large: bool) -> Result<Option<Arc<LoadedJournal>>> {
     let bytes = match crate::regular_file::read_regular(path) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Arc::default());
+            return Ok(Some(Arc::default()));
         }
         Err(err) => return Err(Error::io("read", path, err)),
     };
     if bytes.len() > SHARED_JOURNAL_MAX_BYTES {
-        return Ok(Arc::new(parse_journal_bytes(&bytes)));
+        return Ok(parse_large.then(|| Arc::new(parse_journal_bytes(&bytes))));
     }
     let cache = shared_journals();
     if let Some(known) = cache
@@ -79,7 +95,7 @@ pub fn load_journal_shared(path: &Path) -> Result<Arc<LoadedJournal>> {
         .get(path)
         && *known.bytes == *bytes
     {
-        return Ok(Arc::clone(&known.loaded));
+        return Ok(Some(Arc::clone(&known.loaded)));
     }
     let loaded = Arc::new(parse_journal_bytes(&bytes));
     let mut journals = cache
@@ -102,7 +118,7 @@ pub fn load_journal_shared(path: &Path) -> Result<Arc<LoadedJournal>> {
             loaded: Arc::clone(&loaded),
         },
     );
-    Ok(loaded)
+    Ok(Some(loaded))
 }
 
 /// The largest journal whose parsed rows [`load_journal_shared`] keeps.
@@ -297,6 +313,31 @@ mod tests {
         std::fs::create_dir(&path).unwrap();
         assert!(load_journal_shared(&path).is_err());
         assert!(load_journal(&path).is_err());
+    }
+
+    /// The brief load shares what the shared load keeps and declines, unparsed, a journal
+    /// past the bound; the shared load parses that one every time.
+    #[test]
+    fn a_kept_journal_is_the_shared_one_and_a_large_one_is_declined() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        assert_eq!(load_journal_kept(&path).unwrap(), Some(Arc::default()));
+        let row = b"{\"event\": \"task_progress\", \"n\": 1}\n";
+        std::fs::write(&path, row).unwrap();
+        let kept = load_journal_kept(&path).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&kept, &load_journal_shared(&path).unwrap()));
+        let rows = SHARED_JOURNAL_MAX_BYTES / row.len() + 1;
+        std::fs::write(&path, row.repeat(rows)).unwrap();
+        assert_eq!(load_journal_kept(&path).unwrap(), None);
+        assert_eq!(load_journal_shared(&path).unwrap().rows.len(), rows);
+        std::fs::write(&path, row.repeat(rows - 1)).unwrap();
+        assert_eq!(
+            load_journal_kept(&path).unwrap().unwrap().rows.len(),
+            rows - 1
+        );
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(load_journal_kept(&path).is_err());
     }
 
     #[test]
