@@ -76,15 +76,25 @@ pub fn load_journal_kept(path: &Path) -> Result<Option<Arc<LoadedJournal>>> {
 }
 
 /// [`load_journal_shared`], parsing a journal over [`SHARED_JOURNAL_MAX_BYTES`] only with
-/// `parse_large` (and `None` without it).
+/// `parse_large`; without it such a journal is read only one byte past the bound (so a brief
+/// caller's memory and time stay bounded whatever the file's size) and is `None`.
 fn load_shared(path: &Path, parse_large: bool) -> Result<Option<Arc<LoadedJournal>>> {
-    let bytes = match crate::regular_file::read_regular(path) {
-        Ok(bytes) => bytes,
+    let file = match crate::regular_file::open_regular(path) {
+        Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Some(Arc::default()));
         }
         Err(err) => return Err(Error::io("read", path, err)),
     };
+    let limit = if parse_large {
+        u64::MAX
+    } else {
+        SHARED_JOURNAL_MAX_BYTES as u64 + 1
+    };
+    let mut bytes = Vec::new();
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|err| Error::io("read", path, err))?;
     if bytes.len() > SHARED_JOURNAL_MAX_BYTES {
         return Ok(parse_large.then(|| Arc::new(parse_journal_bytes(&bytes))));
     }
@@ -335,6 +345,24 @@ mod tests {
             load_journal_kept(&path).unwrap().unwrap().rows.len(),
             rows - 1
         );
+        // A sparse gigabyte is declined after reading just past the bound: the process's
+        // peak resident set does not grow by anything like the file's size.
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let peak_kib = || {
+            std::fs::read_to_string("/proc/self/status")
+                .unwrap()
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap()
+        };
+        let before = peak_kib();
+        assert_eq!(load_journal_kept(&path).unwrap(), None);
+        let grown = peak_kib() - before;
+        assert!(grown < 256 * 1024, "the peak grew by {grown} KiB");
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
         assert!(load_journal_kept(&path).is_err());
