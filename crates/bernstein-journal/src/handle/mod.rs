@@ -339,9 +339,7 @@ pub fn poll_run_handle(
     // One catch-up of the index per poll: the seal check and the head read the same state.
     let mut heads = run_heads(&audit_dir, &resolved.run_id)?;
     if let Some(chain) = sealer
-        && project_task_status(&loaded.rows).is_terminal()
-        && let Some(task_id) = task_id_of_run(&resolved.run_id)
-        && !binds(heads.last_seal.as_ref(), &loaded.rows)
+        && let Some(task_id) = task_to_seal(&resolved.run_id, &loaded.rows, &heads)
     {
         // Whatever the outcome (sealed here, or by another poller meanwhile), the chain and
         // journal moved since they were read: read both again.
@@ -349,14 +347,7 @@ pub fn poll_run_handle(
         loaded = load_journal_shared(&resolved.journal_path)?;
         heads = run_heads(&audit_dir, &resolved.run_id)?;
     }
-    let chain_head = heads.newest.map(|entry| entry.hmac).unwrap_or_default();
-    let handle = RunHandle::from_journal(
-        &resolved.run_id,
-        &resolved.run_id,
-        &loaded.rows,
-        &chain_head,
-    );
-    Ok((handle, resolved))
+    Ok(project_handle(resolved, &loaded.rows, heads))
 }
 
 /// [`poll_run_handle`] when it is brief enough to run on an async worker: it writes nothing
@@ -381,21 +372,34 @@ pub fn poll_run_handle_brief(
     };
     let audit_dir = project_root.join(".sdd").join("audit");
     let heads = run_heads(&audit_dir, &resolved.run_id)?;
-    if may_seal
-        && project_task_status(&loaded.rows).is_terminal()
-        && task_id_of_run(&resolved.run_id).is_some()
-        && !binds(heads.last_seal.as_ref(), &loaded.rows)
-    {
+    if may_seal && task_to_seal(&resolved.run_id, &loaded.rows, &heads).is_some() {
         return Ok(None);
     }
+    Ok(Some(project_handle(resolved, &loaded.rows, heads)))
+}
+
+/// The task of run `run_id` when its journal `rows` are terminal and its newest seal does not
+/// bind them: the poll must seal it before projecting.
+fn task_to_seal<'a>(
+    run_id: &'a str,
+    rows: &[Object],
+    heads: &head_index::RunHeads,
+) -> Option<&'a str> {
+    if !project_task_status(rows).is_terminal() || binds(heads.last_seal.as_ref(), rows) {
+        return None;
+    }
+    task_id_of_run(run_id)
+}
+
+/// The handle a poll answers: the journal's projection with the run's chain head.
+fn project_handle(
+    resolved: ResolvedRun,
+    rows: &[Object],
+    heads: head_index::RunHeads,
+) -> (RunHandle, ResolvedRun) {
     let chain_head = heads.newest.map(|entry| entry.hmac).unwrap_or_default();
-    let handle = RunHandle::from_journal(
-        &resolved.run_id,
-        &resolved.run_id,
-        &loaded.rows,
-        &chain_head,
-    );
-    Ok(Some((handle, resolved)))
+    let handle = RunHandle::from_journal(&resolved.run_id, &resolved.run_id, rows, &chain_head);
+    (handle, resolved)
 }
 
 /// What the process-wide index knows about `run_id` after catching up.
