@@ -199,7 +199,16 @@ fn serve_flags_pick_the_project_and_the_tier() {
     let home = tempfile::tempdir().unwrap();
     let project = home.path().join("p");
     std::fs::create_dir_all(&project).unwrap();
-    let lines = vec![request(1, "tools/list", json!({}))];
+    // The store opens on a thread of its own and a server may end before that open does, so
+    // a call that needs the store shows which project was served, not `tools/list` alone.
+    let lines = vec![
+        request(1, "tools/list", json!({})),
+        request(
+            2,
+            "tools/call",
+            json!({"name": "bernstein_status", "arguments": {}}),
+        ),
+    ];
     let workdir = project.to_str().unwrap();
     let (code, messages, stderr) = serve(
         home.path(),
@@ -218,6 +227,8 @@ fn serve_flags_pick_the_project_and_the_tier() {
         names,
         vec!["bernstein_run", "bernstein_status", "bernstein_run_status"]
     );
+    let status = &by_id(&messages, 2)["result"];
+    assert_eq!(status["isError"], json!(false), "{status}");
     assert!(
         project.join(".sdd").is_dir(),
         "the project under --workdir is served"
