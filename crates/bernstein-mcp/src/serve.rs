@@ -117,7 +117,13 @@ pub(crate) fn serve(args: ServeArgs) -> anyhow::Result<Outcome> {
         dlp = dlp_mode.as_str(),
         "serving MCP on stdio"
     );
+    // One worker: a stdio session is one client, whose calls mostly wait on the anchor's
+    // committer thread and the disk, so a second worker only adds wake-ups and work stealing
+    // between the two. The runtime stays multi-threaded so that a mutation's fsync
+    // (`block_in_place`) hands the worker's other calls to a fresh thread instead of stalling
+    // them.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;

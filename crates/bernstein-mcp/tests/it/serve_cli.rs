@@ -518,3 +518,103 @@ fn allow_root_confines_workdir_arguments() {
     assert!(text.contains("\"hint\""), "{text}");
     assert!(!stranger.join(".sdd/runtime").exists());
 }
+
+/// The stdio server runs its calls on one runtime worker. A mutation that waits (here on the
+/// task store's lock, held by another process) must hand that worker's other calls to another
+/// thread instead of stalling them: a `ping` sent while `bernstein_run` waits is answered
+/// first, and the mutation is answered once the lock is free.
+#[test]
+fn a_mutation_waiting_on_the_store_lock_does_not_stall_other_calls() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("p");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bernstein-mcp"))
+        .args(["--workdir", project.to_str().unwrap()])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("XDG_STATE_HOME", home.path().join("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, answers) = mpsc::channel::<Value>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let message: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            if sender.send(message).is_err() {
+                break;
+            }
+        }
+    });
+    let mut send = |line: String| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let next = |within: Duration| answers.recv_timeout(within);
+    send(request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "t", "version": "1"}}),
+    ));
+    assert_eq!(next(Duration::from_secs(30)).unwrap()["id"], 1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+    // A status call opens the store, so its lock file exists before the test takes the lock.
+    send(request(
+        2,
+        "tools/call",
+        json!({"name": "bernstein_status", "arguments": {}}),
+    ));
+    let status = next(Duration::from_secs(30)).unwrap();
+    assert_eq!(status["id"], 2);
+    assert_eq!(status["result"]["isError"], json!(false), "{status}");
+
+    let lock_path = project.join(".sdd/runtime/tasks.jsonl.lock");
+    let held = std::fs::File::open(&lock_path).unwrap();
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    send(request(
+        3,
+        "tools/call",
+        json!({"name": "bernstein_run", "arguments": {"goal": "wait for the lock"}}),
+    ));
+    // Wait (bounded) until the server is blocked on the lock: /proc/locks lists a waiter.
+    let inode = format!(":{} ", std::fs::metadata(&lock_path).unwrap().ino());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .any(|line| line.contains("->") && line.contains(&inode))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "bernstein_run never waited on the store's lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    send(request(4, "ping", json!({})));
+    let first = next(Duration::from_secs(20))
+        .expect("a ping sent while a mutation waits on the store lock was not answered");
+    assert_eq!(
+        first["id"], 4,
+        "the ping is answered while the mutation waits: {first}"
+    );
+
+    drop(held);
+    let run = next(Duration::from_secs(30)).expect("the mutation was never answered");
+    assert_eq!(run["id"], 3);
+    assert_eq!(run["result"]["isError"], json!(false), "{run}");
+    // Closing stdin ends the session.
+    drop(send);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+}
