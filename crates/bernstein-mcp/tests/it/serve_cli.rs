@@ -613,7 +613,6 @@ fn a_mutation_waiting_on_the_store_lock_does_not_stall_other_calls() {
     assert_eq!(run["id"], 3);
     assert_eq!(run["result"]["isError"], json!(false), "{run}");
     // Closing stdin ends the session.
-    drop(send);
     drop(stdin);
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
