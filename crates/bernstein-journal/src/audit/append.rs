@@ -40,8 +40,8 @@ use ring::digest;
 use super::clock::Timestamp;
 use super::head::{TailState, local_tail_state, recovered_head};
 use super::record::{
-    PREV_CHAIN_DIGEST_KEY, Scheme, decode_json_bytes, dumps_spaced, expected_hmac,
-    parse_json_bytes, parse_record_line, python_str,
+    PREV_CHAIN_DIGEST_KEY, RECORD_TEXT_CAPACITY, Scheme, decode_json_bytes, dumps_spaced,
+    expected_hmac, parse_json_bytes, parse_record_line, python_str,
 };
 use super::report::TearClass;
 use super::segments::LineReader;
@@ -556,7 +556,8 @@ fn mint(
         .with("scheme", i64::from(Scheme::V2.number()));
     let hmac = expected_hmac(key, Scheme::V2, prev_hmac, &record);
     record.insert("hmac", hmac.as_str());
-    let line = Value::Object(record.clone()).dumps(Dialect::PY_SPACED);
+    let mut line = String::with_capacity(RECORD_TEXT_CAPACITY);
+    record.dumps_into(&mut line, Dialect::PY_SPACED);
     Minted { record, hmac, line }
 }
 

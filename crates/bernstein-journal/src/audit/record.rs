@@ -84,9 +84,23 @@ pub fn expected_hmac(key: &AuditKey, scheme: Scheme, prev_hmac: &str, body: &Obj
     hmac_over(key, scheme, prev_hmac, &body_pre_image(body, false))
 }
 
+/// The room a record's text is written into first: more than most records take (an anchor
+/// record is about 700 bytes), so writing one seldom grows the string.
+pub(crate) const RECORD_TEXT_CAPACITY: usize = 1024;
+
 /// `PY-SPACED(record_without_hmac)`. `lone_surrogates` says the record was parsed with lone
 /// surrogate escapes standing in as placeholders (see [`parse_json_bytes`]).
 pub(crate) fn body_pre_image(record: &Object, lone_surrogates: bool) -> String {
+    // A record being minted has no `hmac` yet: it is its own body, written without a copy.
+    if !record.contains_key("hmac") {
+        let mut dumped = String::with_capacity(RECORD_TEXT_CAPACITY);
+        record.dumps_into(&mut dumped, Dialect::PY_SPACED);
+        return if lone_surrogates {
+            restore_lone_surrogates(&dumped)
+        } else {
+            dumped
+        };
+    }
     let body: Object = record
         .iter()
         .filter(|(k, _)| *k != "hmac")
@@ -683,6 +697,34 @@ mod tests {
     }
 
     use super::*;
+
+    /// A record without `hmac` (one being minted) is written without a copy; its pre-image is
+    /// still exactly `PY-SPACED` of the record, keys sorted whatever their insertion order.
+    #[test]
+    fn a_pre_image_without_hmac_is_the_record_written_spaced() {
+        let record = Object::new()
+            .with("timestamp", "2026-12-04T16:00:00.000001+00:00")
+            .with("event_type", "mcp.stateless_call")
+            .with(
+                "details",
+                Object::new()
+                    .with("z", 0.1)
+                    .with("caf\u{e9}", "\u{1d11e} \"quoted\"")
+                    .with("list", vec![Value::from(1), Value::Null, Value::from(true)]),
+            )
+            .with("actor", "a")
+            .with("scheme", 2);
+        for lone_surrogates in [false, true] {
+            let pre_image = body_pre_image(&record, lone_surrogates);
+            assert_eq!(
+                pre_image,
+                dumps_spaced(&Value::Object(record.clone()), lone_surrogates)
+            );
+            assert!(pre_image.starts_with(r#"{"actor": "a", "details": {"caf\u00e9": "#));
+        }
+        let signed = record.clone().with("hmac", "ab");
+        assert_eq!(body_pre_image(&signed, false), body_pre_image(&record, false));
+    }
 
     #[test]
     fn scheme_follows_python_equality() {
