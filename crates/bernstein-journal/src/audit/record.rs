@@ -723,7 +723,10 @@ mod tests {
             assert!(pre_image.starts_with(r#"{"actor": "a", "details": {"caf\u00e9": "#));
         }
         let signed = record.clone().with("hmac", "ab");
-        assert_eq!(body_pre_image(&signed, false), body_pre_image(&record, false));
+        assert_eq!(
+            body_pre_image(&signed, false),
+            body_pre_image(&record, false)
+        );
     }
 
     #[test]
