@@ -28,15 +28,8 @@ fn serve_with_env(
     env: &[(&str, &str)],
     lines: &[String],
 ) -> (i32, Vec<Value>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bernstein-mcp"))
-        .args(args)
-        .current_dir(project)
-        .env_clear()
-        .env("HOME", home)
-        .env("XDG_STATE_HOME", home.join("state"))
+    let mut child = server_command(home, project, args)
         .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -61,6 +54,21 @@ fn serve_with_env(
         messages,
         String::from_utf8(output.stderr).unwrap(),
     )
+}
+
+/// `bernstein-mcp [args]` in `project`, with a cleared environment but `HOME` and
+/// `XDG_STATE_HOME` under `home`, and stdin and stdout piped.
+fn server_command(home: &Path, project: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bernstein-mcp"));
+    command
+        .args(args)
+        .current_dir(project)
+        .env_clear()
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    command
 }
 
 fn request(id: i64, method: &str, params: Value) -> String {
@@ -533,16 +541,14 @@ fn a_mutation_waiting_on_the_store_lock_does_not_stall_other_calls() {
     let home = tempfile::tempdir().unwrap();
     let project = home.path().join("p");
     std::fs::create_dir_all(&project).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bernstein-mcp"))
-        .args(["--workdir", project.to_str().unwrap()])
-        .env_clear()
-        .env("HOME", home.path())
-        .env("XDG_STATE_HOME", home.path().join("state"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = server_command(
+        home.path(),
+        &project,
+        &["--workdir", project.to_str().unwrap()],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let (sender, answers) = mpsc::channel::<Value>();
