@@ -710,6 +710,9 @@ mod tests {
                 Object::new()
                     .with("z", 0.1)
                     .with("caf\u{e9}", "\u{1d11e} \"quoted\"")
+                    // A lone-surrogate placeholder (see `parse_json_bytes`), which the
+                    // pre-image of a record parsed with lone surrogates writes back as one.
+                    .with("lone", "\u{e123}")
                     .with("list", vec![Value::from(1), Value::Null, Value::from(true)]),
             )
             .with("actor", "a")
@@ -722,6 +725,11 @@ mod tests {
             );
             assert!(pre_image.starts_with(r#"{"actor": "a", "details": {"caf\u00e9": "#));
         }
+        assert_ne!(
+            body_pre_image(&record, true),
+            body_pre_image(&record, false),
+            "the placeholder is written back only for a record parsed with lone surrogates"
+        );
         let signed = record.clone().with("hmac", "ab");
         assert_eq!(
             body_pre_image(&signed, false),
