@@ -172,12 +172,33 @@ impl RunHeadIndex {
     /// The filesystem's errors listing or reading the segments (a missing audit directory is an
     /// empty chain, not an error).
     pub fn refresh(&mut self) -> io::Result<()> {
+        self.refresh_within(None).map(drop)
+    }
+
+    /// [`RunHeadIndex::run`] when catching up is brief: `Ok(None)`, having read and changed
+    /// nothing, when the index must first be built or rebuilt, or when more than `max_bytes`
+    /// were appended since the last look. A caller on an async worker answers from it and
+    /// leaves the long catch-ups to a blocking thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`RunHeadIndex::refresh`].
+    pub fn run_within(&mut self, run_id: &str, max_bytes: u64) -> io::Result<Option<RunHeads>> {
+        if !self.refresh_within(Some(max_bytes))? {
+            return Ok(None);
+        }
+        Ok(Some(self.runs.get(run_id).cloned().unwrap_or_default()))
+    }
+
+    /// [`RunHeadIndex::refresh`], declining (`false`, nothing read or changed) with a
+    /// `max_bytes` bound that a rebuild or the appended bytes would pass.
+    fn refresh_within(&mut self, max_bytes: Option<u64>) -> io::Result<bool> {
         let dir_meta = match std::fs::metadata(&self.dir) {
             Ok(meta) if meta.is_dir() => meta,
             _ => {
                 self.reset();
                 self.built = true;
-                return Ok(());
+                return Ok(true);
             }
         };
         let stamp = (
@@ -191,9 +212,15 @@ impl RunHeadIndex {
                 .listed
                 .is_some_and(|listed| listed.0 != stamp.0 || listed.1 != stamp.1)
         {
+            if max_bytes.is_some() {
+                return Ok(false);
+            }
             self.listed = settled(&dir_meta).then_some(stamp);
-            return self.rebuild();
+            return self.rebuild().map(|()| true);
         }
+        // A new listing is remembered only once the catch-up goes ahead: a declined one must
+        // be listed again, or its new segments would never be read.
+        let mut listed = self.listed;
         let names: Vec<(String, PathBuf)> = if self.listed == Some(stamp) {
             let mut names: Vec<String> = self.live.keys().cloned().collect();
             names.sort();
@@ -206,13 +233,14 @@ impl RunHeadIndex {
                 .collect()
         } else {
             self.listings += 1;
-            self.listed = settled(&dir_meta).then_some(stamp);
+            listed = settled(&dir_meta).then_some(stamp);
             live_segments(&self.dir)?
                 .into_iter()
                 .map(|segment| (segment.name, segment.path))
                 .collect()
         };
         let mut pending = Vec::new();
+        let mut pending_bytes = 0u64;
         for (name, path) in names {
             let meta = match std::fs::metadata(&path) {
                 Ok(meta) => meta,
@@ -220,20 +248,29 @@ impl RunHeadIndex {
                 Err(err) => return Err(err),
             };
             let identity = (meta.dev(), meta.ino());
-            match self.live.get(&name) {
+            let from = match self.live.get(&name) {
                 Some(state) if state.identity != identity || meta.len() < state.read_to => {
+                    if max_bytes.is_some() {
+                        return Ok(false);
+                    }
                     self.listed = None;
-                    return self.rebuild();
+                    return self.rebuild().map(|()| true);
                 }
-                Some(state) if meta.len() == state.read_to => {}
-                Some(state) => pending.push((name, path, state.read_to)),
-                None => pending.push((name, path, 0)),
-            }
+                Some(state) if meta.len() == state.read_to => continue,
+                Some(state) => state.read_to,
+                None => 0,
+            };
+            pending_bytes += meta.len() - from;
+            pending.push((name, path, from));
         }
+        if max_bytes.is_some_and(|max| pending_bytes > max) {
+            return Ok(false);
+        }
+        self.listed = listed;
         for (name, path, from) in pending {
             self.read_live(&name, &path, from)?;
         }
-        Ok(())
+        Ok(true)
     }
 
     fn reset(&mut self) {
@@ -530,6 +567,44 @@ mod tests {
         let third = chain.append_at(&event("e", named(2)), at(1, 0)).unwrap();
         assert_eq!(index.run_head("r").unwrap(), third.hmac);
         assert_eq!(index.listings(), 4);
+    }
+
+    /// A brief catch-up declines an index not built yet and more appended bytes than its
+    /// bound, reading nothing; the directory listing it took is not trusted afterwards, so
+    /// the new segment it saw is still read by the next catch-up.
+    #[test]
+    fn a_declined_brief_catch_up_reads_nothing_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        let chain = chain(&audit);
+        let named = |n: i64| Object::new().with("run_id", "r").with("n", n);
+        let first = chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        let mut index = RunHeadIndex::new(&audit);
+        assert!(
+            index.run_within("r", u64::MAX).unwrap().is_none(),
+            "not built"
+        );
+        assert_eq!(index.bytes_read(), 0);
+        index.refresh().unwrap();
+        let heads = index.run_within("r", 0).unwrap().expect("nothing to read");
+        assert_eq!(heads.newest.unwrap().hmac, first.hmac);
+
+        let second = chain.append_at(&event("e", named(1)), at(1, 0)).unwrap();
+        // A settled directory: a listing taken now would be trusted next time.
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        File::open(&audit).unwrap().set_modified(old).unwrap();
+        let read = index.bytes_read();
+        assert!(
+            index.run_within("r", 10).unwrap().is_none(),
+            "too much to read"
+        );
+        assert_eq!(
+            index.bytes_read(),
+            read,
+            "a declined catch-up reads nothing"
+        );
+        let heads = index.run_within("r", u64::MAX).unwrap().unwrap();
+        assert_eq!(heads.newest.unwrap().hmac, second.hmac);
     }
 
     #[test]

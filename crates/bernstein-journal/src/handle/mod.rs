@@ -350,13 +350,15 @@ pub fn poll_run_handle(
     Ok(project_handle(resolved, &loaded.rows, heads))
 }
 
-/// [`poll_run_handle`] when it is brief enough to run on an async worker: it writes nothing
-/// and parses no journal over [`crate::run_journal::SHARED_JOURNAL_MAX_BYTES`] (those are
-/// parsed again on every poll; one is read, not parsed, and declined, with no `stat` before
-/// it). `Ok(None)` when the poll needs more: the journal is larger, or, with `may_seal`, the
-/// run is terminal and its newest seal does not bind it yet, so [`poll_run_handle`] with a
-/// sealer must seal it first. Otherwise the handle is exactly the one [`poll_run_handle`]
-/// projects.
+/// [`poll_run_handle`] when it is brief enough to run on an async worker: it writes nothing,
+/// waits for no other poller, and parses no journal over
+/// [`crate::run_journal::SHARED_JOURNAL_MAX_BYTES`] (those are parsed again on every poll; one
+/// is read, not parsed, and declined, with no `stat` before it). `Ok(None)` when the poll needs
+/// more: the journal is larger; another poller is catching the chain's head index up, or
+/// catching up would build the index, rebuild it, or read more than [`BRIEF_CATCH_UP_BYTES`]
+/// of chain; or, with `may_seal`, the run is terminal and its newest seal does not bind it
+/// yet, so [`poll_run_handle`] with a sealer must seal it first. Otherwise the handle is
+/// exactly the one [`poll_run_handle`] projects.
 ///
 /// # Errors
 ///
@@ -371,7 +373,9 @@ pub fn poll_run_handle_brief(
         return Ok(None);
     };
     let audit_dir = project_root.join(".sdd").join("audit");
-    let heads = run_heads(&audit_dir, &resolved.run_id)?;
+    let Some(heads) = run_heads_brief(&audit_dir, &resolved.run_id)? else {
+        return Ok(None);
+    };
     if may_seal && task_to_seal(&resolved.run_id, &loaded.rows, &heads).is_some() {
         return Ok(None);
     }
@@ -408,6 +412,23 @@ fn run_heads(audit_dir: &Path, run_id: &str) -> Result<head_index::RunHeads> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .run(run_id)
+        .map_err(|err| Error::io("read", audit_dir, err))
+}
+
+/// The most chain a brief poll ([`poll_run_handle_brief`]) reads to catch the head index up.
+pub const BRIEF_CATCH_UP_BYTES: u64 = 1 << 20;
+
+/// [`run_heads`] for a brief poll: `None` when another poller holds the index (it is catching
+/// up) or catching up is not brief (see [`head_index::RunHeadIndex::run_within`]).
+fn run_heads_brief(audit_dir: &Path, run_id: &str) -> Result<Option<head_index::RunHeads>> {
+    let index = head_index::shared(audit_dir);
+    let mut index = match index.try_lock() {
+        Ok(index) => index,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+    };
+    index
+        .run_within(run_id, BRIEF_CATCH_UP_BYTES)
         .map_err(|err| Error::io("read", audit_dir, err))
 }
 

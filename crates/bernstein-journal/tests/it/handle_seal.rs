@@ -218,8 +218,9 @@ fn a_journal_row_removed_after_sealing_is_named() {
 }
 
 /// The brief poll an async worker answers in place projects the very handle of the full poll,
-/// writes nothing, and declines (`None`) exactly when the full poll must do more: seal a
-/// terminal run its newest seal does not bind, or parse a journal too large to keep parsed.
+/// writes nothing, and declines (`None`) exactly when the full poll must do more: build the
+/// chain's head index or catch it up by more than a mebibyte, seal a terminal run its newest
+/// seal does not bind, or parse a journal too large to keep parsed.
 #[test]
 fn a_brief_poll_is_the_full_poll_or_declines() {
     let brief = |fixture: &Fixture, may_seal: bool| {
@@ -229,6 +230,8 @@ fn a_brief_poll_is_the_full_poll_or_declines() {
     };
     for complete in [false, true] {
         let fixture = fixture(complete);
+        // The process's first full poll of this chain builds its head index.
+        let full = fixture.poll("t-42");
         let before = audit_bytes(&fixture);
         let answered = brief(&fixture, true);
         assert_eq!(
@@ -236,10 +239,40 @@ fn a_brief_poll_is_the_full_poll_or_declines() {
             before,
             "the brief poll wrote nothing"
         );
-        assert_eq!(answered, Some(fixture.poll("t-42")), "complete: {complete}");
+        assert_eq!(answered, Some(full), "complete: {complete}");
     }
 
+    let unindexed = fixture(false);
+    assert_eq!(
+        brief(&unindexed, false),
+        None,
+        "a chain whose head index is not built yet declines"
+    );
+    let full = unindexed.poll("t-42");
+    assert_eq!(brief(&unindexed, false), Some(full.clone()));
+    let note = "n".repeat(64 * 1024);
+    for n in 0..17 {
+        let event = AuditEvent::new(
+            "mcp.stateless_call",
+            "mcp_stateless_core",
+            "mcp_stateless_call",
+            format!("big{n}"),
+            Object::new()
+                .with("run_id", "mcp-calls")
+                .with("note", note.as_str()),
+        );
+        unindexed.chain.append_at(&event, at(100 + n)).unwrap();
+    }
+    assert_eq!(
+        brief(&unindexed, false),
+        None,
+        "over a mebibyte of chain to catch up declines"
+    );
+    assert_eq!(unindexed.poll("t-42"), full, "the full poll catches up");
+    assert_eq!(brief(&unindexed, false), Some(full));
+
     let unsealed = fixture(false);
+    unsealed.poll("t-42");
     let mut writer =
         JournalWriter::open(unsealed.root(), "task-t-42", HashProfile::PyJsonV1).unwrap();
     let done = Object::new()
@@ -261,6 +294,7 @@ fn a_brief_poll_is_the_full_poll_or_declines() {
     );
 
     let large = fixture(false);
+    large.poll("t-42");
     let mut writer = JournalWriter::open(large.root(), "task-t-42", HashProfile::PyJsonV1).unwrap();
     let note = "n".repeat(64 * 1024);
     for _ in 0..17 {

@@ -509,14 +509,24 @@ impl TaskLog {
     /// index is rebuilt from the start of the file. Fails on a corrupt line, having folded the
     /// records before it.
     pub(crate) fn catch_up(&mut self) -> Result<(), Error> {
+        self.catch_up_within(None).map(drop)
+    }
+
+    /// [`TaskLog::catch_up`], declining (`false`, nothing read or changed) with a `max_bytes`
+    /// bound when the log must be read again from the start (replaced, shortened or rewritten)
+    /// or more than `max_bytes` were appended since the last call.
+    pub(crate) fn catch_up_within(&mut self, max_bytes: Option<u64>) -> Result<bool, Error> {
         let file = match File::open(&self.path) {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 if self.identity.is_some() {
+                    if max_bytes.is_some() {
+                        return Ok(false);
+                    }
                     self.reset();
                     self.stats.borrow_mut().full_rereads += 1;
                 }
-                return Ok(());
+                return Ok(true);
             }
             Err(e) => return Err(Error::storage("open", &self.path, &e)),
         };
@@ -528,6 +538,11 @@ impl TaskLog {
         let known = self.identity.is_some();
         let replaced = self.identity != Some(identity) || len < self.consumed;
         let changed = !replaced && !self.prefix_intact(&file)?;
+        if let Some(max) = max_bytes
+            && (replaced || changed || len - self.consumed > max)
+        {
+            return Ok(false);
+        }
         if changed {
             tracing::warn!(
                 target: "bernstein_tasks::embedded",
@@ -551,9 +566,9 @@ impl TaskLog {
         self.file = Some(file);
         if len == self.consumed {
             self.torn = None;
-            return Ok(());
+            return Ok(true);
         }
-        self.read_to(len)
+        self.read_to(len).map(|()| true)
     }
 
     /// Reads and folds `[consumed, len)` in bounded chunks.

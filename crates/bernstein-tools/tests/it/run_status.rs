@@ -151,8 +151,9 @@ async fn the_meter_off_gives_the_bare_payload() {
 
 /// Polling an open run and reading the status are answered on the worker that runs the call:
 /// no poll or read hands its work to a blocking thread, as `block_in_place` would (it starts a
-/// thread to carry the worker's other tasks). The project and its run are made on another
-/// runtime, so only the reads run on the counted one.
+/// thread to carry the worker's other tasks). The project and its run are made, and polled
+/// once, on another runtime, so only the reads run on the counted one: a process's first poll
+/// of a chain builds its head index, which is not brief and goes to a blocking thread.
 #[test]
 fn polls_and_status_reads_start_no_blocking_thread() {
     use std::sync::Arc;
@@ -162,6 +163,7 @@ fn polls_and_status_reads_start_no_blocking_thread() {
     let project = Arc::new(Project::new(config(true)));
     let run = setup.block_on(project.call("bernstein_run", json!({"goal": "g"})));
     let id = payload(&run)["task_id"].as_str().unwrap().to_owned();
+    setup.block_on(project.call("bernstein_run_status", json!({"run_id": id})));
     drop(setup);
 
     let started = Arc::new(AtomicUsize::new(0));
