@@ -540,23 +540,38 @@ mod tests {
         Timestamp::from_unix_micros((1_796_000_000 + day * 86_400 + n) * 1_000_000).unwrap()
     }
 
+    /// A chain in `audit` under a new temporary directory (kept alive by the first item).
+    fn chain_in_tempdir() -> (tempfile::TempDir, PathBuf, AuditChain) {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        let chain = chain(&audit);
+        (dir, audit, chain)
+    }
+
+    /// Details naming run `r`, numbered `n`.
+    fn named(n: i64) -> Object {
+        Object::new().with("run_id", "r").with("n", n)
+    }
+
+    /// Dates the directory's mtime an hour back, so a listing of it is trusted.
+    fn settle(audit: &Path) {
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        File::open(audit).unwrap().set_modified(old).unwrap();
+    }
+
     /// A poll stats the directory and the segments it knows; it lists the directory again
     /// only when that changed (a segment added), and never trusts a listing taken while the
     /// directory's mtime was fresh.
     #[test]
     fn polls_list_the_directory_only_when_it_changed() {
-        let dir = tempfile::tempdir().unwrap();
-        let audit = dir.path().join("audit");
-        let chain = chain(&audit);
-        let named = |n: i64| Object::new().with("run_id", "r").with("n", n);
+        let (_dir, audit, chain) = chain_in_tempdir();
         chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
         let mut index = RunHeadIndex::new(&audit);
         index.refresh().unwrap();
         // Fresh mtime: the next poll lists again.
         index.refresh().unwrap();
         assert_eq!(index.listings(), 2);
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        File::open(&audit).unwrap().set_modified(old).unwrap();
+        settle(&audit);
         index.refresh().unwrap();
         assert_eq!(index.listings(), 3);
         let second = chain.append_at(&event("e", named(1)), at(0, 1)).unwrap();
@@ -574,10 +589,7 @@ mod tests {
     /// the new segment it saw is still read by the next catch-up.
     #[test]
     fn a_declined_brief_catch_up_reads_nothing_and_loses_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let audit = dir.path().join("audit");
-        let chain = chain(&audit);
-        let named = |n: i64| Object::new().with("run_id", "r").with("n", n);
+        let (_dir, audit, chain) = chain_in_tempdir();
         let first = chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
         let mut index = RunHeadIndex::new(&audit);
         assert!(
@@ -591,8 +603,7 @@ mod tests {
 
         let second = chain.append_at(&event("e", named(1)), at(1, 0)).unwrap();
         // A settled directory: a listing taken now would be trusted next time.
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        File::open(&audit).unwrap().set_modified(old).unwrap();
+        settle(&audit);
         let read = index.bytes_read();
         assert!(
             index.run_within("r", 10).unwrap().is_none(),
