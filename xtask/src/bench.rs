@@ -1,4 +1,5 @@
-//! `cargo xtask bench [NAME] [FLAGS]`: the benchmarks, in release mode, on loopback only, every
+//! `cargo xtask bench [NAME] [FLAGS]`: the benchmarks, in release mode (the servers, and xtask
+//! itself: `main` runs a dev build's `bench` again from a release build), on loopback only, every
 //! load bounded in count and time, side by side with the reference implementation when it is
 //! installed and with bare rmcp servers.
 //!
@@ -587,8 +588,9 @@ fn render_report(results: &Results) -> (String, String) {
 fn render_doc(summary: &str, details: &str, options: &Options) -> String {
     format!(
         "## Near the physical limits: stdio, HTTP, verify, durability\n\n\
-         Measured by `cargo xtask bench` (issue 10) in one run: release builds, loopback only, \
-         every load bounded in count and time, servers interleaved round by round. stdio: {} \
+         Measured by `cargo xtask bench` (issue 10) in one run: release builds of the servers \
+         and of xtask itself, whose clients and HTTP load generator share the cores with the \
+         servers they load, loopback only, every load bounded in count and time, servers interleaved round by round. stdio: {} \
          `bernstein_run_status` and {} `bernstein_status` calls per series; HTTP: at most {} \
          requests or {} s per load. \"limit\" is the physical limit measured in the same run: \
          for a durable stdio call, one bare rmcp call plus two fdatasyncs (the journal row and \
@@ -600,7 +602,7 @@ fn render_doc(summary: &str, details: &str, options: &Options) -> String {
          set `BERNSTEIN_PY` to its Python), then run `cargo xtask bench` from the repository \
          root (about 10 minutes on 2 cores). `cargo xtask bench NAME` runs one part (`durable`, \
          `stdio`, `verify`, `poll`, `http`) and only prints; `--no-docs` leaves this file alone. \
-         Each server is built by the command itself: `bernstein-mcp` with `cargo build \
+         The command runs itself again from `cargo run --release -p xtask`. Each server is built by the command itself: `bernstein-mcp` with `cargo build \
          --release`, the two bare rmcp servers from `bench/rmcp-baseline` and \
          `bench/rmcp-http-baseline`.\n",
         options.counts.run_status,
