@@ -84,19 +84,12 @@ fn main() -> ExitCode {
 /// The benchmarks' clients (the stdio client, the HTTP load generator, the scale driver and the
 /// raw HMAC limit) run in this process, on the same two cores as the servers they load. Built
 /// unoptimised (the `cargo xtask` alias is a dev build), the HTTP load generator spent about
-/// 118 us of processor time on each of our 1.4 KB `bernstein_run_status` answers against 41 us
-/// on bare rmcp's small ones, so it took from the server it measured in proportion to the
-/// size of the server's answers, and every ratio to the floor read low.
+/// 118 us of processor time on each of our 1.4 KB `bernstein_run_status` answers and 41 us on
+/// each of bare rmcp's, so it measured itself as much as the servers: the floors, cheapest to
+/// serve, were held down most (rmcp's tools/call floor at 64 clients read 18,777 req/s, and
+/// 35,715 from a release build), and our ratios to them read high.
 fn rerun_optimised(args: &[String]) -> ExitCode {
-    let mut command = cargo();
-    // `cargo run` gave this process its package's variables; a build script that watches them
-    // would see them change and rebuild the tree (see `soak::run_test`).
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_MANIFEST_") {
-            command.env_remove(name.as_ref());
-        }
-    }
+    let mut command = nested_cargo();
     command
         .current_dir(project_root())
         .args(["run", "--quiet", "--release", "--package", "xtask", "--"])
@@ -119,4 +112,18 @@ fn project_root() -> PathBuf {
 /// The cargo that runs us, so nested invocations use the same toolchain.
 fn cargo() -> std::process::Command {
     std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// [`cargo`] without the variables `cargo run` gave xtask for its own package: a build script
+/// that watches one of them would see it change and rebuild the whole tree, twice (in the
+/// nested cargo, then in the next plain `cargo test`).
+fn nested_cargo() -> std::process::Command {
+    let mut command = cargo();
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_MANIFEST_") {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
 }

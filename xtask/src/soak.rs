@@ -21,7 +21,7 @@
 
 use anyhow::{Context, bail};
 
-use crate::{cargo, project_root};
+use crate::{nested_cargo, project_root};
 
 const STAGES: [&str; 3] = ["kill", "writers", "disk"];
 
@@ -110,17 +110,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 /// `faults:` lines; fails when the test fails.
 fn run_test(filter: &str, env: &[(&str, String)]) -> anyhow::Result<()> {
     eprintln!("soak: {filter} {env:?}");
-    let mut command = cargo();
-    // `cargo run` gives xtask its own package's variables; build scripts that watch them
-    // would see a change and rebuild the whole tree, twice (here, then for the next plain
-    // `cargo test`).
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_") || name.starts_with("CARGO_MANIFEST_") {
-            command.env_remove(name.as_ref());
-        }
-    }
-    let output = command
+    let output = nested_cargo()
         .current_dir(project_root())
         .args([
             "test",
