@@ -35,7 +35,11 @@ fn serve_calls(
         for (id, (name, arguments)) in calls.iter().enumerate() {
             let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                 "params": {"name": name, "arguments": arguments}});
-            writeln!(stdin, "{line}").unwrap();
+            // A server that refuses to start may exit before its requests are written; the
+            // write then fails with a broken pipe, and the exit code and stderr tell the rest.
+            if writeln!(stdin, "{line}").is_err() {
+                break;
+            }
         }
     }
     let output = child.wait_with_output().unwrap();
