@@ -590,7 +590,8 @@ fn render_doc(summary: &str, details: &str, options: &Options) -> String {
         "## Near the physical limits: stdio, HTTP, verify, durability\n\n\
          Measured by `cargo xtask bench` (issue 10) in one run: release builds of the servers \
          and of xtask itself, whose clients and HTTP load generator share the cores with the \
-         servers they load, loopback only, every load bounded in count and time, servers interleaved round by round. stdio: {} \
+         servers they load, loopback only, every load bounded in count and time, servers \
+         interleaved round by round. stdio: {} \
          `bernstein_run_status` and {} `bernstein_status` calls per series; HTTP: at most {} \
          requests or {} s per load. \"limit\" is the physical limit measured in the same run: \
          for a durable stdio call, one bare rmcp call plus two fdatasyncs (the journal row and \
@@ -602,7 +603,8 @@ fn render_doc(summary: &str, details: &str, options: &Options) -> String {
          set `BERNSTEIN_PY` to its Python), then run `cargo xtask bench` from the repository \
          root (about 10 minutes on 2 cores). `cargo xtask bench NAME` runs one part (`durable`, \
          `stdio`, `verify`, `poll`, `http`) and only prints; `--no-docs` leaves this file alone. \
-         The command runs itself again from `cargo run --release -p xtask`. Each server is built by the command itself: `bernstein-mcp` with `cargo build \
+         The command runs itself again from `cargo run --release -p xtask`. Each server is \
+         built by the command itself: `bernstein-mcp` with `cargo build \
          --release`, the two bare rmcp servers from `bench/rmcp-baseline` and \
          `bench/rmcp-http-baseline`.\n",
         options.counts.run_status,
