@@ -415,7 +415,10 @@ fn run_heads(audit_dir: &Path, run_id: &str) -> Result<head_index::RunHeads> {
         .map_err(|err| Error::io("read", audit_dir, err))
 }
 
-/// The most chain a brief poll ([`poll_run_handle_brief`]) reads to catch the head index up.
+/// The most a brief read, one answered on an async worker rather than a blocking thread, reads
+/// to catch up with other processes' appends: here the chain a brief poll
+/// ([`poll_run_handle_brief`]) reads to catch the head index up. Past it the read declines and
+/// its caller takes the blocking path.
 pub const BRIEF_CATCH_UP_BYTES: u64 = 1 << 20;
 
 /// [`run_heads`] for a brief poll: `None` when another poller holds the index (it is catching

@@ -122,6 +122,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bernstein_journal::audit::AuditChain;
+use bernstein_journal::handle::BRIEF_CATCH_UP_BYTES;
 use bernstein_journal::key::AuditKey;
 use bernstein_protocol::pyjson::Object;
 use ring::rand::SystemRandom;
@@ -325,10 +326,6 @@ fn downcast<T: 'static>(value: Box<dyn Any + Send>, path: &Path) -> Result<T, Er
         .map_err(|_| unanswered(path))
 }
 
-/// The most of the task log a read answered at once ([`EmbeddedStore::get_task_now`]) reads
-/// to catch up with other processes' appends.
-const BRIEF_CATCH_UP_BYTES: u64 = 1 << 20;
-
 /// The task `id` of the caught-up `log`, or not found.
 fn task_in(log: &TaskLog, id: &TaskId) -> Result<Task, Error> {
     log.load(id)?
@@ -491,9 +488,9 @@ impl EmbeddedStore {
     /// [`EmbeddedStore::read`] if it can start without waiting and catch up briefly: `None`
     /// when another caller of this process holds the log (a mutation group between its append
     /// and its `fdatasync`, say), another process holds the store's lock exclusively, or
-    /// catching up would read the log again from the start or read more than
-    /// [`BRIEF_CATCH_UP_BYTES`] (another process compacted it, or appended much). What is read
-    /// is the same.
+    /// catching up would read the log again from the start or read more than the brief bound
+    /// every async read keeps ([`BRIEF_CATCH_UP_BYTES`]; another process compacted it, or
+    /// appended much). What is read is the same.
     fn read_now<T>(
         &self,
         f: impl FnOnce(&TaskLog) -> Result<T, Error>,
