@@ -85,9 +85,9 @@ fn main() -> ExitCode {
 /// raw HMAC limit) run in this process, on the same two cores as the servers they load. Built
 /// unoptimised (the `cargo xtask` alias is a dev build), the HTTP load generator spent about
 /// 118 us of processor time on each of our 1.4 KB `bernstein_run_status` answers and 41 us on
-/// each of bare rmcp's, so it measured itself as much as the servers: the floors, cheapest to
-/// serve, were held down most (rmcp's tools/call floor at 64 clients read 18,777 req/s, and
-/// 35,715 from a release build), and our ratios to them read high.
+/// each of bare rmcp's (an optimised build: 32 and 6.6 us), so it measured itself as much as
+/// the servers and held down most the floors, the cheapest to serve: our ratios to them read
+/// high.
 fn rerun_optimised(args: &[String]) -> ExitCode {
     let mut command = nested_cargo();
     command
