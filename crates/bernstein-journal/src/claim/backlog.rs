@@ -588,5 +588,31 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+        // Only a missing file is an empty backlog: one that exists and cannot be read is an
+        // error, never a backlog with nothing to claim.
+        let unreadable = dir.path().join("a-directory.json");
+        fs::create_dir(&unreadable).unwrap();
+        assert!(matches!(read_backlog(&unreadable), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn rows_already_parsed_hydrate_as_the_file_would() {
+        let rows = [
+            row(r#"{"id": "b", "claimer": "w"}"#),
+            row(r#"{"id": 7, "attempts": "2"}"#),
+        ];
+        let entries = entries_from_rows(&rows, "store").unwrap();
+        let text = render_indent2_objects(&rows);
+        assert_eq!(entries, parse_backlog(&text, "store").unwrap());
+        let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["b", "7"]);
+        assert_eq!(entries[0].status, STATUS_IN_PROGRESS);
+        assert_eq!(entries[1].attempts, 2);
+        let twice = [row(r#"{"id": "a"}"#), row(r#"{"id": "a", "role": "r"}"#)];
+        assert_eq!(
+            entries_from_rows(&twice, "store").map_err(|e| e.to_string()),
+            Err("malformed backlog: backlog at store contains duplicate task id(s): a".to_owned())
+        );
+        assert!(entries_from_rows(&[row(r#"{"role": "x"}"#)], "store").is_err());
     }
 }

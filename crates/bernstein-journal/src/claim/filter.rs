@@ -152,6 +152,20 @@ mod tests {
     }
 
     #[test]
+    fn debug_names_every_field_and_hides_the_predicate() {
+        let filter = ClaimFilter {
+            role: Some("backend".to_owned()),
+            completed_ids: set(&["t-0"]),
+            admits: Some(Arc::new(|_: &BTreeSet<String>| true)),
+            ..ClaimFilter::default()
+        };
+        assert_eq!(
+            format!("{filter:?}"),
+            r#"ClaimFilter { project: None, role: Some("backend"), capability: None, completed_ids: {"t-0"}, max_attempts: None, task_ids: None, admits: Some("<predicate>") }"#
+        );
+    }
+
+    #[test]
     fn every_predicate_gates() {
         let base = || {
             let mut row = open_row("t-1");

@@ -298,6 +298,45 @@ fn task_store_receipt_wire_round_trips_in_key_order() {
     assert_eq!(report.findings.len(), 1, "{report:?}");
 }
 
+/// Check 4 looks for the claim event in the live segments only, as the reference does: a
+/// granted receipt whose `task.claim_receipt` event has since been archived no longer proves
+/// its grant, although the chain itself still verifies.
+#[test]
+fn a_claim_event_only_in_an_archived_segment_does_not_anchor_the_receipt() {
+    let root = vector("claim");
+    let entries = read_backlog(&backlog_path(&root)).unwrap();
+    let receipt =
+        ClaimReceipt::from_wire(&read_object(&root.join("receipt_granted.json"))).unwrap();
+    let live_only = AuditChain::open(root.join(".sdd/audit"), audit_key());
+    assert!(verify_claim_receipt_against_backlog(&receipt, &entries, &live_only).ok());
+
+    let archived = tempfile::tempdir().unwrap();
+    let segment = "2026-07-11.jsonl";
+    let gz = archived
+        .path()
+        .join("archive")
+        .join(format!("{segment}.gz"));
+    fs::create_dir_all(gz.parent().unwrap()).unwrap();
+    let mut encoder = flate2::write::GzEncoder::new(
+        fs::File::create(&gz).unwrap(),
+        flate2::Compression::default(),
+    );
+    std::io::Write::write_all(
+        &mut encoder,
+        &fs::read(root.join(".sdd/audit").join(segment)).unwrap(),
+    )
+    .unwrap();
+    encoder.finish().unwrap();
+    let chain = AuditChain::open(archived.path(), audit_key());
+    assert!(chain.verify().ok(), "the archived chain still verifies");
+    let report = verify_claim_receipt_against_backlog(&receipt, &entries, &chain);
+    assert_eq!(
+        report.findings.iter().map(|f| f.check).collect::<Vec<_>>(),
+        [ClaimCheck::ClaimEvent],
+        "{report:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Issuing reproduces the vectors byte for byte
 // ---------------------------------------------------------------------------------------------
