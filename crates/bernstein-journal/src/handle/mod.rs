@@ -622,6 +622,113 @@ pub fn verify_handle_chain_head(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::{AuditChain, AuditEvent};
+    use crate::key::AuditKey;
+
+    #[test]
+    fn a_run_id_names_a_task_only_in_the_form_task_run_id_gives() {
+        let check = |run_id: &str, expect: Option<&str>| {
+            assert_eq!(task_id_of_run(run_id), expect, "{run_id}");
+        };
+        check("task-abc", Some("abc"));
+        check("task-a.b_c-1", Some("a.b_c-1"));
+        check("task-", None);
+        check("run-abc", None);
+        check("abc", None);
+        // `task_run_id("task-x y")` is `task-task-x-y`: the stripped id would map elsewhere.
+        check("task-x y", None);
+    }
+
+    #[test]
+    fn only_the_rules_that_found_a_journal_say_it_exists() {
+        let check = |resolution: Resolution, expect: bool| {
+            assert_eq!(resolution.journal_exists(), expect, "{resolution:?}");
+        };
+        check(Resolution::ExistingJournal, true);
+        check(Resolution::TaskJournal, true);
+        check(Resolution::TaskRunIdWithoutJournal, false);
+        check(Resolution::AsGivenWithoutJournal, false);
+    }
+
+    #[test]
+    fn a_handle_is_terminal_once_its_journal_ends_the_run() {
+        let rows = |events: &[&str]| -> Vec<Object> {
+            events
+                .iter()
+                .map(|event| Object::new().with("event", *event))
+                .collect()
+        };
+        let check = |events: &[&str], expect: bool| {
+            let handle = RunHandle::from_journal("task-a", "task-a", &rows(events), "");
+            assert_eq!(handle.is_terminal(), expect, "{events:?}");
+        };
+        check(&[], false);
+        check(&["run_started"], false);
+        check(&["run_started", "input_required"], false);
+        check(&["run_started", "task_completed"], true);
+        check(&["run_started", "run_failed"], true);
+        check(&["run_cancelled"], true);
+    }
+
+    #[test]
+    fn a_handle_behind_its_journal_fails_on_the_head_and_on_the_receipt() {
+        let row =
+            |event: &str, hash: &str| Object::new().with("event", event).with("event_hash", hash);
+        let rows = vec![row("run_started", "h1"), row("task_progress", "h2")];
+        let current = RunHandle::from_journal("task-a", "task-a", &rows, "c");
+        let presented = |handle: &RunHandle| {
+            PresentedHandle::from_wire(&Value::Object(handle.to_wire_object())).unwrap()
+        };
+        assert_eq!(
+            verify_handle(&presented(&current), &rows, None).problems,
+            Vec::<String>::new()
+        );
+        // Projected before the second row: the same status, an older head, and a receipt
+        // hash over that older head, which the handle re-projected on the journal disowns.
+        let behind = RunHandle::from_journal("task-a", "task-a", &rows[..1], "c");
+        assert_eq!(behind.status, current.status);
+        assert_eq!(
+            verify_handle(&presented(&behind), &rows, None).problems,
+            [
+                "journal_head does not match the run journal",
+                "receipt_hash does not match the projected handle"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_run_chain_head_is_the_newest_entry_naming_the_run() {
+        let project = tempfile::tempdir().unwrap();
+        assert_eq!(run_chain_head(project.path(), "task-a").unwrap(), "");
+        let chain = AuditChain::open(
+            project.path().join(".sdd").join("audit"),
+            AuditKey::from_master_bytes(b"run-chain-head test key".to_vec()),
+        );
+        let event =
+            |details: Object| AuditEvent::new("test.event", "tester", "thing", "r", details);
+        let first = chain
+            .append(&event(Object::new().with("task_id", "a")))
+            .unwrap();
+        assert_eq!(
+            run_chain_head(project.path(), "task-a").unwrap(),
+            first.hmac
+        );
+        chain
+            .append(&event(Object::new().with("run_id", "other")))
+            .unwrap();
+        assert_eq!(
+            run_chain_head(project.path(), "task-a").unwrap(),
+            first.hmac
+        );
+        let newest = chain
+            .append(&event(Object::new().with("run_id", "task-a")))
+            .unwrap();
+        assert_eq!(
+            run_chain_head(project.path(), "task-a").unwrap(),
+            newest.hmac
+        );
+        assert_eq!(run_chain_head(project.path(), "task-b").unwrap(), "");
+    }
 
     #[test]
     fn empty_handle_matches_the_reference_vector() {
