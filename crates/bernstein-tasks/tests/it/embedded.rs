@@ -514,6 +514,65 @@ fn an_unreadable_backlog_is_reported_and_left_alone() {
     assert_eq!(failures[0].target, "backlog");
 }
 
+/// A rejected plan's tasks end cancelled in their run journals too, so their handles say so;
+/// an approved plan's tasks get no such row.
+#[test]
+fn a_plan_rejection_journals_each_cancelled_task_and_an_approval_does_not() {
+    let (dir, store) = project();
+    let events = |id: &TaskId| -> Vec<String> {
+        let run_id = task_run_id(id.as_str());
+        let journal = dir
+            .path()
+            .join(".sdd/runs")
+            .join(&run_id)
+            .join("journal.jsonl");
+        if !journal.exists() {
+            return Vec::new();
+        }
+        load_run_journal(dir.path(), &run_id)
+            .unwrap()
+            .rows
+            .iter()
+            .map(|row| row.get("event").unwrap().as_str().unwrap().to_owned())
+            .collect()
+    };
+    let approved = store
+        .create_plan("approved goal", vec![request("A0")])
+        .unwrap();
+    let decision = store.approve_plan(approved.id(), "yes").unwrap();
+    assert_eq!(events(&decision.task_ids[0]), Vec::<String>::new());
+    let rejected = store
+        .create_plan("rejected goal", vec![request("R0"), request("R1")])
+        .unwrap();
+    let decision = store.reject_plan(rejected.id(), "no").unwrap();
+    assert_eq!(decision.task_ids.len(), 2);
+    for id in &decision.task_ids {
+        assert_eq!(events(id), ["task_cancelled"], "{id}");
+        let rows = load_run_journal(dir.path(), &task_run_id(id.as_str()))
+            .unwrap()
+            .rows;
+        assert_eq!(project_task_status(&rows), RunStatus::Cancelled);
+    }
+}
+
+/// A parent with no edge to `waiting_for_subtasks` (here a cancelled one) still takes a
+/// subtask and keeps its own status, as the reference's self-create route does; only a parent
+/// that can wait moves to waiting.
+#[test]
+fn a_subtask_of_a_parent_that_cannot_wait_leaves_the_parent_alone() {
+    let (_dir, store) = project();
+    let parent = store.create_task(request("parent")).unwrap();
+    store.cancel_task(&parent.id, "stopped").unwrap();
+    let child = store
+        .create_subtask(&parent.id, request("late child"))
+        .unwrap();
+    assert_eq!(child.status, TaskStatus::Open);
+    assert_eq!(child.parent_task_id.as_ref(), Some(&parent.id));
+    let after = store.get_task(&parent.id).unwrap();
+    assert_eq!(after.status, TaskStatus::Cancelled);
+    assert_eq!(store.get_task(&child.id).unwrap().status, TaskStatus::Open);
+}
+
 #[test]
 fn exact_refusals() {
     let (_dir, store) = project();
