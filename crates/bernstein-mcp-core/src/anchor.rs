@@ -136,8 +136,9 @@ struct Shared {
 #[derive(Debug)]
 enum Waiter {
     /// A thread blocked in [`Anchor::anchor`], which finds its result in
-    /// [`GroupQueue::finished`].
-    Thread,
+    /// [`GroupQueue::finished`] under this ticket. Only threads need one: a task's result goes
+    /// straight to its channel.
+    Thread(u64),
     /// A task awaiting [`Anchor::anchor_queued`]. It may have gone (cancelled or timed out):
     /// the call is still committed, and its result dropped.
     Task(oneshot::Sender<Result<AnchoredCall>>),
@@ -146,14 +147,15 @@ enum Waiter {
 /// The group-commit queue of an [`Anchor`].
 #[derive(Debug, Default)]
 struct GroupQueue {
-    /// Calls not yet taken into a group, by ticket, in arrival order.
-    waiting: VecDeque<(u64, PendingCall, Waiter)>,
+    /// Calls not yet taken into a group, in arrival order.
+    waiting: VecDeque<(PendingCall, Waiter)>,
     /// Results of committed calls whose threads have not picked them up yet.
     finished: HashMap<u64, Result<AnchoredCall>>,
     /// Whether some thread is committing a group now.
     committing: bool,
     /// Set when the anchor is dropped: the committer thread ends.
     closed: bool,
+    /// The ticket the next [`Waiter::Thread`] gets.
     next_ticket: u64,
     stats: GroupStats,
 }
@@ -300,7 +302,7 @@ impl Anchor {
         let mut queue = self.shared.lock();
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
-        queue.waiting.push_back((ticket, call, Waiter::Thread));
+        queue.waiting.push_back((call, Waiter::Thread(ticket)));
         loop {
             if let Some(result) = queue.finished.remove(&ticket) {
                 return result;
@@ -341,9 +343,7 @@ impl Anchor {
         let (reply, answer) = oneshot::channel();
         {
             let mut queue = self.shared.lock();
-            let ticket = queue.next_ticket;
-            queue.next_ticket += 1;
-            queue.waiting.push_back((ticket, call, Waiter::Task(reply)));
+            queue.waiting.push_back((call, Waiter::Task(reply)));
         }
         self.shared.work.notify_one();
         answer.await.unwrap_or_else(|_| {
@@ -378,9 +378,9 @@ impl Anchor {
     ) -> MutexGuard<'q, GroupQueue> {
         queue.committing = true;
         let take = queue.waiting.len().min(MAX_GROUP);
-        let taken: Vec<(u64, PendingCall, Waiter)> = queue.waiting.drain(..take).collect();
+        let taken: Vec<(PendingCall, Waiter)> = queue.waiting.drain(..take).collect();
         drop(queue);
-        let calls: Vec<&PendingCall> = taken.iter().map(|(_, call, _)| call).collect();
+        let calls: Vec<&PendingCall> = taken.iter().map(|(call, _)| call).collect();
         let results = std::panic::catch_unwind(AssertUnwindSafe(|| self.anchor_group(&calls)))
             .unwrap_or_else(|_| {
                 group_failure(
@@ -395,9 +395,9 @@ impl Anchor {
         queue.stats.groups += 1;
         queue.stats.calls += size;
         queue.stats.largest = queue.stats.largest.max(size);
-        for ((ticket, _, waiter), result) in taken.into_iter().zip(results) {
+        for ((_, waiter), result) in taken.into_iter().zip(results) {
             match waiter {
-                Waiter::Thread => {
+                Waiter::Thread(ticket) => {
                     queue.finished.insert(ticket, result);
                 }
                 Waiter::Task(reply) => {
@@ -410,7 +410,7 @@ impl Anchor {
         if queue
             .waiting
             .iter()
-            .any(|(_, _, waiter)| matches!(waiter, Waiter::Task(_)))
+            .any(|(_, waiter)| matches!(waiter, Waiter::Task(_)))
         {
             shared.work.notify_one();
         }
@@ -969,6 +969,78 @@ mod tests {
         AuditKey::from_master_bytes(b"a".repeat(64))
     }
 
+    /// Every problem of an order written by hand is reported, each in its own words: a call
+    /// index held twice, one never recorded, and an entry that is not a call.
+    #[test]
+    fn a_hand_written_order_reports_duplicates_gaps_and_malformed_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = AuditChain::open(audit_dir(dir.path()), key());
+        let call = |call_index: u64| {
+            AuditEvent::new(
+                STATELESS_CALL_EVENT,
+                ANCHOR_ACTOR,
+                ANCHOR_RESOURCE_TYPE,
+                "0123456789abcdef",
+                Object::new()
+                    .with("run_id", "r")
+                    .with("method", "tools/call")
+                    .with("call_index", call_index)
+                    .with("trace_id", "t")
+                    .with("span_id", "0123456789abcdef")
+                    .with("journal_head", "h"),
+            )
+        };
+        for index in [0, 2, 2] {
+            chain.append(&call(index)).unwrap();
+        }
+        let mut malformed = call(3);
+        malformed.details.remove("method");
+        chain.append(&malformed).unwrap();
+        let mut other_run = call(7);
+        other_run.details.insert("run_id", "other");
+        chain.append(&other_run).unwrap();
+
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "r");
+        let today = chain
+            .current_segment_path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let problems: Vec<String> = order.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            problems,
+            [
+                format!(
+                    "{today}:4: not a readable call entry: mcp.stateless_call: call_index must \
+                     be a non-negative integer and method, trace_id, span_id, journal_head strings"
+                ),
+                "call_index 1 has no verified entry".to_owned(),
+                format!("call_index 2 is recorded more than once ({today}:2, {today}:3)"),
+            ]
+        );
+        let indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
+        assert_eq!(indices, [0, 2, 2]);
+        assert!(order.chain.ok());
+        assert!(!order.ok(), "the chain verifies but the order does not");
+        assert_eq!(order.chain_findings(), (Vec::new(), Vec::new()));
+
+        // A chain that does not verify fails the order even when the order is whole, and its
+        // findings are the ones reported.
+        let whole = tempfile::tempdir().unwrap();
+        let chain = AuditChain::open(audit_dir(whole.path()), key());
+        chain.append(&call(0)).unwrap();
+        let segment = chain.current_segment_path();
+        let text = std::fs::read_to_string(&segment).unwrap();
+        std::fs::write(&segment, text.replace("tools/call", "tools/list")).unwrap();
+        let order = reconstruct_call_order(&audit_dir(whole.path()), &key(), "r");
+        assert!(order.problems.is_empty() && !order.chain.ok());
+        assert!(!order.ok());
+        let (errors, tears) = order.chain_findings();
+        assert_eq!(errors.len(), order.chain.errors.len());
+        assert!(!errors.is_empty() && tears.is_empty());
+    }
+
     #[test]
     fn calls_are_anchored_in_order_and_reconstructed() {
         let dir = tempfile::tempdir().unwrap();
@@ -999,6 +1071,14 @@ mod tests {
             matches!(&err, Error::CallIndexClaim { actual: 2, .. }),
             "{err}"
         );
+        // A claim that is not a number is refused as well, and uses up no index either.
+        let garbled = json!({"name": "x", "_meta": {"baggage": "mcp.call_index=two"}});
+        let err = anchor.anchor("tools/call", Some(&garbled)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "baggage claims mcp.call_index=two but the next call of run mcp-calls is 2"
+        );
+        assert_eq!(anchor.run_id(), "mcp-calls");
         let third = anchor.anchor("tools/call", Some(&params)).unwrap();
         assert_eq!(third.call_index, 2);
 
