@@ -1427,6 +1427,39 @@ mod tests {
         let spans: Vec<&str> = order.abandoned.iter().map(|c| c.span_id.as_str()).collect();
         let expected: Vec<String> = (1..=LEFT).map(|i| format!("{i:016x}")).collect();
         assert_eq!(spans, expected);
+        // Each abandonment names the journal row that used the index up, by its row index:
+        // the killed group's rows hold call indices 1 to LEFT, in order.
+        let row_index_of_call = |call_index: u64| rows[(call_index - 1) as usize].index;
+        let segment = std::fs::read_to_string(next.audit_chain().current_segment_path()).unwrap();
+        let named: Vec<(u64, Option<u64>)> = segment
+            .lines()
+            .map(|line| PyValue::parse(line).unwrap())
+            .filter(|record| {
+                record.as_object().and_then(|r| r.get("event_type"))
+                    == Some(&PyValue::from(ABANDONED_CALL_EVENT))
+            })
+            .map(|record| {
+                let details = record.as_object().unwrap().get("details").unwrap();
+                let details = details.as_object().unwrap();
+                let call_index = match details.get("call_index") {
+                    Some(PyValue::Int(i)) => i.as_u64().unwrap(),
+                    other => panic!("call_index {other:?}"),
+                };
+                let journal_index = match details.get("journal_index") {
+                    Some(PyValue::Int(i)) => i.as_u64(),
+                    _ => None,
+                };
+                (call_index, journal_index)
+            })
+            .collect();
+        assert_eq!(named.len() as u64, LEFT);
+        for (call_index, journal_index) in named {
+            assert_eq!(
+                journal_index,
+                Some(row_index_of_call(call_index)),
+                "{call_index}"
+            );
+        }
         // Settled once: the first anchor's next call finds nothing more to record.
         anchor.anchor("tools/call", Some(&params)).unwrap();
         let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
