@@ -1430,26 +1430,17 @@ mod tests {
         // Each abandonment names the journal row that used the index up, by its row index:
         // the killed group's rows hold call indices 1 to LEFT, in order.
         let row_index_of_call = |call_index: u64| rows[(call_index - 1) as usize].index;
-        let segment = std::fs::read_to_string(next.audit_chain().current_segment_path()).unwrap();
-        let named: Vec<(u64, Option<u64>)> = segment
-            .lines()
-            .map(|line| PyValue::parse(line).unwrap())
-            .filter(|record| {
-                record.as_object().and_then(|r| r.get("event_type"))
-                    == Some(&PyValue::from(ABANDONED_CALL_EVENT))
-            })
+        let index_in = |details: &Object, key: &str| match details.get(key) {
+            Some(PyValue::Int(i)) => i.as_u64(),
+            _ => None,
+        };
+        let named: Vec<(u64, Option<u64>)> = next
+            .audit_chain()
+            .verified_records()
+            .filter(|record| record.event_type == ABANDONED_CALL_EVENT)
             .map(|record| {
-                let details = record.as_object().unwrap().get("details").unwrap();
-                let details = details.as_object().unwrap();
-                let call_index = match details.get("call_index") {
-                    Some(PyValue::Int(i)) => i.as_u64().unwrap(),
-                    other => panic!("call_index {other:?}"),
-                };
-                let journal_index = match details.get("journal_index") {
-                    Some(PyValue::Int(i)) => i.as_u64(),
-                    _ => None,
-                };
-                (call_index, journal_index)
+                let call_index = index_in(&record.details, "call_index").unwrap();
+                (call_index, index_in(&record.details, "journal_index"))
             })
             .collect();
         assert_eq!(named.len() as u64, LEFT);

@@ -704,29 +704,28 @@ mod tests {
             project.path().join(".sdd").join("audit"),
             AuditKey::from_master_bytes(b"run-chain-head test key".to_vec()),
         );
-        let event =
-            |details: Object| AuditEvent::new("test.event", "tester", "thing", "r", details);
-        let first = chain
-            .append(&event(Object::new().with("task_id", "a")))
-            .unwrap();
-        assert_eq!(
-            run_chain_head(project.path(), "task-a").unwrap(),
-            first.hmac
-        );
-        chain
-            .append(&event(Object::new().with("run_id", "other")))
-            .unwrap();
-        assert_eq!(
-            run_chain_head(project.path(), "task-a").unwrap(),
-            first.hmac
-        );
-        let newest = chain
-            .append(&event(Object::new().with("run_id", "task-a")))
-            .unwrap();
-        assert_eq!(
-            run_chain_head(project.path(), "task-a").unwrap(),
-            newest.hmac
-        );
+        // Each step appends one entry, then reads task-a's head: the newest entry naming it
+        // (by its task id, or by its run id), never one of another run.
+        let mut head = String::new();
+        for (details, names_task_a) in [
+            (Object::new().with("task_id", "a"), true),
+            (Object::new().with("run_id", "other"), false),
+            (Object::new().with("run_id", "task-a"), true),
+        ] {
+            let appended = chain
+                .append(&AuditEvent::new(
+                    "test.event",
+                    "tester",
+                    "thing",
+                    "r",
+                    details,
+                ))
+                .unwrap();
+            if names_task_a {
+                head = appended.hmac;
+            }
+            assert_eq!(run_chain_head(project.path(), "task-a").unwrap(), head);
+        }
         assert_eq!(run_chain_head(project.path(), "task-b").unwrap(), "");
     }
 

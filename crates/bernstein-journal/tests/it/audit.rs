@@ -32,7 +32,7 @@ use proptest::prelude::*;
 use serde_json::{Value as Json, json};
 use tempfile::TempDir;
 
-use crate::support::vector;
+use crate::support::{gzip_to, vector};
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -97,16 +97,6 @@ fn gunzip(path: &Path) -> Vec<u8> {
         .read_to_end(&mut out)
         .unwrap();
     out
-}
-
-fn gzip_to(bytes: &[u8], path: &Path) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let mut encoder = flate2::write::GzEncoder::new(
-        fs::File::create(path).unwrap(),
-        flate2::Compression::default(),
-    );
-    encoder.write_all(bytes).unwrap();
-    encoder.finish().unwrap();
 }
 
 /// The report in the shape the CLI renders, plus the fields only tests look at.

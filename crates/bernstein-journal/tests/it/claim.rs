@@ -21,7 +21,7 @@ use bernstein_journal::key::AuditKey;
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 use proptest::prelude::*;
 
-use crate::support::vector;
+use crate::support::{gzip_to, vector};
 
 fn audit_key() -> AuditKey {
     let raw = fs::read_to_string(vector("_keys/audit.key")).unwrap();
@@ -312,21 +312,13 @@ fn a_claim_event_only_in_an_archived_segment_does_not_anchor_the_receipt() {
 
     let archived = tempfile::tempdir().unwrap();
     let segment = "2026-07-11.jsonl";
-    let gz = archived
-        .path()
-        .join("archive")
-        .join(format!("{segment}.gz"));
-    fs::create_dir_all(gz.parent().unwrap()).unwrap();
-    let mut encoder = flate2::write::GzEncoder::new(
-        fs::File::create(&gz).unwrap(),
-        flate2::Compression::default(),
-    );
-    std::io::Write::write_all(
-        &mut encoder,
+    gzip_to(
         &fs::read(root.join(".sdd/audit").join(segment)).unwrap(),
-    )
-    .unwrap();
-    encoder.finish().unwrap();
+        &archived
+            .path()
+            .join("archive")
+            .join(format!("{segment}.gz")),
+    );
     let chain = AuditChain::open(archived.path(), audit_key());
     assert!(chain.verify().ok(), "the archived chain still verifies");
     let report = verify_claim_receipt_against_backlog(&receipt, &entries, &chain);
