@@ -249,6 +249,11 @@ impl Server {
         self.send("tools/call", json!({"name": tool, "arguments": arguments}))
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL.
     pub(crate) fn kill(&mut self) {
         self.child.kill().unwrap();

@@ -12,6 +12,7 @@ mod faults_http;
 mod handle_cli;
 mod http_cli;
 mod logging_cli;
+mod memory_cli;
 mod metrics_cli;
 mod progress_cli;
 mod serve_cli;
