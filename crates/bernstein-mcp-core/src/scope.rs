@@ -250,6 +250,24 @@ mod tests {
     }
 
     #[test]
+    fn cancel_all_cancels_every_call_in_flight_and_counts_them() {
+        let scope = CallScope::new();
+        assert_eq!(scope.cancel_all(), 0, "nothing in flight");
+        let calls: Vec<InFlightCall> = [
+            RequestId::Number(1),
+            RequestId::Number(2),
+            RequestId::String("three".to_owned()),
+        ]
+        .into_iter()
+        .map(|id| scope.admit(id, 8).unwrap())
+        .collect();
+        assert_eq!(scope.cancel_all(), 3);
+        assert!(calls.iter().all(|call| call.token().is_cancelled()));
+        drop(calls);
+        assert_eq!(scope.cancel_all(), 0, "settled calls leave the scope");
+    }
+
+    #[test]
     fn a_reused_id_is_refused_and_leaves_the_first_call_alone() {
         let scope = CallScope::new();
         let id = RequestId::String("a".to_owned());
