@@ -516,6 +516,80 @@ mod tests {
     }
 
     #[test]
+    fn a_resolved_path_of_exactly_the_limit_is_accepted_and_one_byte_more_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = realpath(dir.path());
+        // Missing components are kept as written, so the candidate is `root/<name>` itself.
+        let room = MAX_PATH_BYTES - root.as_os_str().len() - 1;
+        // `len` bytes of 100-byte components, never ending in a separator.
+        let name = |len: usize| -> String {
+            let mut name: String = (0..len)
+                .map(|at| if at % 101 == 100 { '/' } else { 'a' })
+                .collect();
+            if name.ends_with('/') {
+                name.pop();
+                name.push('a');
+            }
+            name
+        };
+        let fits = name(room);
+        assert_eq!(root.join(&fits).as_os_str().len(), MAX_PATH_BYTES);
+        assert_eq!(
+            resolve_contained(&root, &root, Path::new(&fits)).unwrap(),
+            root.join(&fits)
+        );
+        let over = name(room + 1);
+        assert_eq!(root.join(&over).as_os_str().len(), MAX_PATH_BYTES + 1);
+        assert!(matches!(
+            resolve_contained(&root, &root, Path::new(&over)),
+            Err(Error::Containment { reason, .. }) if reason.contains("longer than 4096 bytes")
+        ));
+    }
+
+    #[test]
+    fn canonicalize_cheaply_folds_parent_components() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = realpath(dir.path());
+        std::fs::create_dir_all(base.join("a/b")).unwrap();
+        assert_eq!(
+            canonicalize_cheaply(&base.join("a/b/../b/./")).unwrap(),
+            base.join("a/b")
+        );
+        assert_eq!(
+            canonicalize_cheaply(&base.join("a//b")).unwrap(),
+            base.join("a/b")
+        );
+    }
+
+    #[test]
+    fn resolves_to_itself_never_opens_a_fifo_for_reading() {
+        use rustix::fs::{FileType, Mode, mknodat};
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = realpath(dir.path()).join("fifo");
+        mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::RUSR | Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        // Opening a FIFO for reading blocks until a writer comes; an `O_PATH` descriptor does
+        // not. The check runs on its own thread so that a regression fails instead of hanging.
+        let (answer, answered) = std::sync::mpsc::channel();
+        let probe = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = answer.send(resolves_to_itself(&probe));
+        });
+        assert_eq!(
+            answered.recv_timeout(std::time::Duration::from_secs(10)),
+            Ok(true),
+            "{} was not checked without being opened",
+            fifo.display()
+        );
+    }
+
+    #[test]
     fn a_dangling_symlink_is_not_a_missing_path() {
         let dir = tempfile::tempdir().unwrap();
         let base = realpath(dir.path());

@@ -277,6 +277,44 @@ mod tests {
         out
     }
 
+    /// A reader that fails its first read with `first_error`, then reads `bytes`.
+    struct FailingOnce {
+        first_error: Option<std::io::ErrorKind>,
+        bytes: &'static [u8],
+    }
+
+    impl Read for FailingOnce {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if let Some(kind) = self.first_error.take() {
+                return Err(kind.into());
+            }
+            self.bytes.read(buf)
+        }
+    }
+
+    #[test]
+    fn an_interrupted_read_is_retried_and_any_other_error_ends_the_walk() {
+        let walk = |kind| {
+            let mut out = Vec::new();
+            let mut last = None;
+            let source = FailingOnce {
+                first_error: Some(kind),
+                bytes: b"a\nb\n",
+            };
+            for_each_physical_line(source, |_, line| out.push(line.to_vec()), &mut last)
+                .map(|()| out)
+                .map_err(|e| e.kind())
+        };
+        assert_eq!(
+            walk(std::io::ErrorKind::Interrupted),
+            Ok(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+        assert_eq!(
+            walk(std::io::ErrorKind::PermissionDenied),
+            Err(std::io::ErrorKind::PermissionDenied)
+        );
+    }
+
     #[test]
     fn a_shared_journal_is_parsed_again_whenever_its_bytes_change() {
         let dir = tempfile::tempdir().unwrap();
