@@ -26,8 +26,8 @@ use clap::Parser;
 /// `JEMALLOC_SYS_WITH_MALLOC_CONF`) to give freed pages back to the system about a second after
 /// they were freed, from one background thread. A claim on a backlog of many open tasks needs
 /// memory for a moment (its answer carries every row): with glibc's allocator a server kept
-/// about 1 GiB resident after two claims on 100,000 open rows, since each thread's arena keeps
-/// what it freed under anything still allocated above it; with this one it is back to within
+/// about 1 GiB resident after two claims on 100,000 open rows (it returns a heap's memory only
+/// from its top, and keeps one arena per thread); with this one it is back to within
 /// about 50 MiB of its idle size half a second later (`memory_cli` tests it).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
