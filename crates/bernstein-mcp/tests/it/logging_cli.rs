@@ -74,3 +74,30 @@ fn an_unknown_log_format_is_a_usage_error() {
         out.stderr
     );
 }
+
+/// stderr carries only our own logs, also when the process may run on fewer processors than
+/// the machine has (`taskset`, a container's cpuset): the allocator must not write its own
+/// notice there. jemalloc's per-processor arenas printed one on every start in that case.
+#[test]
+fn stderr_stays_quiet_when_the_process_is_pinned_to_one_processor() {
+    let processors = std::thread::available_parallelism().map_or(1, usize::from);
+    let home = tempfile::tempdir().unwrap();
+    let output = Command::new("taskset")
+        .args(["--cpu-list", "0"])
+        .arg(env!("CARGO_BIN_EXE_bernstein-mcp"))
+        .arg("--version")
+        .env_clear()
+        .env("HOME", home.path())
+        .output()
+        .expect("taskset (util-linux) runs the binary on one processor");
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).starts_with("bernstein-mcp "),
+        "{output:?}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "",
+        "stderr of a --version pinned to one of {processors} processors"
+    );
+}
