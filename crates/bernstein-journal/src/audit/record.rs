@@ -685,6 +685,13 @@ mod tests {
             r#"{"a": "x, \"hmac\": y", "hmac": "last"}"#,
             r#"{"hmac": "first", "z": "caf\u00e9"}"#,
             r#"{"actor": "no hmac member at all"}"#,
+            // Structure inside strings is not structure: a closing brace, a comma before an
+            // escaped quote.
+            r#"{"a": "}", "hmac": "h"}"#,
+            r#"{"a": "q\", }", "hmac": "h"}"#,
+            // Only a top-level member is cut, also when a nested one is named `hmac` and
+            // follows a comma.
+            r#"{"details": {"a": 1, "hmac": "nested"}, "hmac": "top"}"#,
         ];
         for line in cases {
             let value = bernstein_protocol::pyjson::Value::parse(line).unwrap();
@@ -997,6 +1004,26 @@ mod tests {
             "invalid Expecting ',' delimiter: line 1 column 16 (char 15)",
         );
         check(r#"{"a": "\ud800", "hmac": "x"}"#, r#"ok {"a": "\ud800"}"#);
+        // Other escapes before a lone surrogate, a pair before one, and an escaped backslash
+        // followed by four hex digits (which is no escape of a code unit).
+        check(r#"{"a": "\n\ud800"}"#, r#"ok {"a": "\n\ud800"}"#);
+        check(
+            r#"{"a": "\ud834\udd1e\ud800"}"#,
+            r#"ok {"a": "\ud834\udd1e\ud800"}"#,
+        );
+        check(
+            r#"{"a": "\\d800", "b": "\ud800"}"#,
+            r#"ok {"a": "\\d800", "b": "\ud800"}"#,
+        );
+        // A pair on a line that also holds a lone surrogate decodes as the character it
+        // encodes, as Python's decoder reads it; only the lone one becomes a placeholder.
+        let parsed = parse_record_line(r#"{"a": "\ud800x\ud834\udd1e"}"#.as_bytes(), true)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(parsed.lone_surrogates);
+        let Some(Value::Str(text)) = parsed.record.get("a") else {
+            panic!("{:?}", parsed.record);
+        };
+        assert_eq!(text.chars().skip(1).collect::<String>(), "x\u{1d11e}");
     }
 
     #[test]
