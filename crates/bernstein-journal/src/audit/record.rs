@@ -958,6 +958,8 @@ mod tests {
             )),
         );
         check(b"\0{\0\"\0s\0\"\0:\0 \x003\0}", Ok("{'s': 3}"));
+        // The last code point there is decodes (one more is out of range, above).
+        check(b"\0\0\0\"\0\x10\xff\xff\0\0\0\"", Ok("'\\U0010ffff'"));
         check(
             b"\xef\xbb\xbf{\"a\xff\": 1}",
             Err((
