@@ -1078,10 +1078,15 @@ mod tests {
         check(r#""""#, Some(0));
         check(r#"" 1_000 ""#, Some(1000));
         check(r#""1__0""#, None);
+        check(r#""_1""#, None);
+        check(r#""1_""#, None);
+        check(r#""-""#, None);
+        check(r#""+12""#, Some(12));
         check(r#""x""#, None);
         check("[]", Some(0));
         check("[1]", None);
         check("{}", Some(0));
+        check(r#"{"a": 1}"#, None);
         check(
             "100000000000000000000000000000000000000000000",
             Some(i128::MAX),
