@@ -1365,6 +1365,28 @@ fn hostile_segments_are_findings_and_never_written() {
     assert_eq!(audit::recovered_head(&dir, audit_key()), GENESIS_HMAC);
 }
 
+/// The progress callback comes at most once per MiB read (and once per finished segment and
+/// at the end), not once per line or batch, so a terminal progress bar is not redrawn
+/// thousands of times. The reader runs ahead of the fold, so a short chain may be reported
+/// whole at the first call; only the upper bound is fixed.
+#[test]
+fn progress_is_reported_at_most_once_per_mebibyte() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("audit");
+    fs::create_dir_all(&dir).unwrap();
+    // One segment of 3.5 MiB in 28,672 short lines, so a batch of lines is far below a MiB;
+    // what the lines hold does not matter here.
+    let line = format!("{}\n", "x".repeat(127));
+    fs::write(dir.join("2026-01-01.jsonl"), line.repeat(28_672)).unwrap();
+    let mut progress = Vec::new();
+    audit::verify_with_progress(&dir, audit_key(), &mut |p: VerifyProgress| progress.push(p));
+    let done: Vec<u64> = progress.iter().map(|p| p.bytes_done).collect();
+    // Three whole MiB crossed, the segment finished, the end.
+    assert!((1..=5).contains(&done.len()), "{done:?}");
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "{done:?}");
+    assert_eq!(*done.last().unwrap(), 28_672 * 128);
+}
+
 #[test]
 fn appending_refuses_nothing_it_can_seal_and_leaves_no_stray_files() {
     // A segment of pure garbage: the append seals it (nothing verified locally) and the chain
