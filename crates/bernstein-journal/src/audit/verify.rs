@@ -38,6 +38,19 @@ use crate::key::AuditKey;
 /// How often (in on-disk bytes) the progress callback is called at most.
 const PROGRESS_STEP_BYTES: u64 = 1024 * 1024;
 
+thread_local! {
+    static FOLD_MACS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many record MACs the walk's fold has computed on the current thread because the line's
+/// analysis did not know the head it follows. A probe, per thread like
+/// [`crate::durable::thread_fsync_count`]: with the parallel verifier only a batch's first
+/// record line should need one, the workers having MACed the rest against the head before
+/// them.
+pub(crate) fn thread_fold_mac_count() -> u64 {
+    FOLD_MACS.with(std::cell::Cell::get)
+}
+
 /// A record whose linkage and HMAC verified, as the walk reached it.
 ///
 /// The chain's verdict is only known once the walk is over
@@ -691,7 +704,10 @@ impl<'a> Walk<'a> {
         } = *parsed;
         let expected = match expected {
             Some((assumed, expected)) if assumed == self.prev => expected,
-            _ => hmac_over(self.key, scheme, &self.prev, &pre_image),
+            _ => {
+                FOLD_MACS.with(|count| count.set(count.get() + 1));
+                hmac_over(self.key, scheme, &self.prev, &pre_image)
+            }
         };
         let name = &current.segment.name;
         let line_no = meta.line_no;

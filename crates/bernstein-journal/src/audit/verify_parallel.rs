@@ -414,7 +414,7 @@ mod tests {
 
     use super::super::record::{GENESIS_HMAC, Scheme, expected_hmac};
     use super::super::segments::{LineReader, MAX_LINE_BYTES};
-    use super::super::verify::verify_with_workers;
+    use super::super::verify::{thread_fold_mac_count, verify_with_workers};
     use super::super::{ARCHIVE_DIR, EVENT_CHAIN_TEAR_ACKNOWLEDGED, EVENT_CHAIN_TORN_RECORD};
     use super::{BATCH_BYTES, Batch, BatchCutter, READ_BYTES};
     use crate::key::AuditKey;
@@ -872,10 +872,14 @@ mod tests {
             marker_segment: 0,
         };
         write_chain(dir.path(), &key, &vec![vec![spec; 40]; 3], 1, &[]);
+        let macs_before = thread_fold_mac_count();
         let report = verify_with_workers(dir.path(), &key, 2, 3, &mut |_| {});
         assert!(report.ok(), "{report:?}");
         assert_eq!(report.entries, 120);
         assert_eq!(report.verified_entries, 120);
+        // The workers MACed every line but each batch's first against the head before it,
+        // so the fold computed one MAC per batch of three: 14 batches per 40-line segment.
+        assert_eq!(thread_fold_mac_count() - macs_before, 3 * 14);
         assert_parallel_equals_sequential(dir.path(), &key, "untouched");
     }
 }
