@@ -46,7 +46,8 @@ thread_local! {
 /// analysis did not know the head it follows. A probe, per thread like
 /// [`crate::durable::thread_fsync_count`]: with the parallel verifier only a batch's first
 /// record line should need one, the workers having MACed the rest against the head before
-/// them.
+/// them. Only the tests read it.
+#[cfg(test)]
 pub(crate) fn thread_fold_mac_count() -> u64 {
     FOLD_MACS.with(std::cell::Cell::get)
 }
