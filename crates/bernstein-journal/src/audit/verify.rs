@@ -1293,6 +1293,38 @@ mod tests {
         );
     }
 
+    /// A legacy anchor event's `details.prev_chain_digest` is not a stated predecessor, on the
+    /// scanner's path (`want_records` false) as on the full one; any other event's is.
+    #[test]
+    fn only_legacy_anchor_events_state_no_predecessor_on_either_path() {
+        let key = AuditKey::from_master_bytes(b"k".to_vec());
+        for (event, states) in [
+            ("skill.catalog.install", false),
+            ("skill.catalog.upgrade", false),
+            ("task.created", true),
+        ] {
+            let (text, _) = line(&key, &body(event, &"1".repeat(64)));
+            for want_records in [false, true] {
+                let view = LineView {
+                    offset: 0,
+                    len: text.len() as u64,
+                    bytes: Some(text.as_bytes()),
+                    terminated: true,
+                };
+                let LineAnalysis::Parsed(parsed) =
+                    analyze_line(&key, "s.jsonl", 1, view, None, want_records)
+                else {
+                    panic!("{event}: not parsed");
+                };
+                assert_eq!(
+                    parsed.stated_mismatch.is_some(),
+                    states,
+                    "{event}, want_records {want_records}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_fast_path_takes_only_a_whole_linked_authentic_line() {
         let key = AuditKey::from_master_bytes(b"k".to_vec());

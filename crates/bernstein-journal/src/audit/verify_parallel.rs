@@ -630,7 +630,9 @@ mod tests {
         }
     }
 
-    /// One generated record: its event type and whether it states a wrong predecessor.
+    /// One generated record: its event type (0 a torn-record marker, 1 a tear acknowledgement,
+    /// 2 a task event the canonical scanner declines, any other a plain task event) and whether
+    /// it states a wrong predecessor.
     #[derive(Debug, Clone)]
     struct RecordSpec {
         event: u8,
@@ -723,6 +725,10 @@ mod tests {
                 let mut details = Object::new()
                     .with("prev_chain_digest", stated)
                     .with("task_id", format!("t-{index}-{n}"));
+                if spec.event == 2 {
+                    // A key with an escape, which the canonical scanner leaves to the full path.
+                    details = details.with("caf\u{e9}", "full path");
+                }
                 if spec.event < 2 {
                     let named = names[usize::from(spec.marker_segment) % names.len()].clone();
                     details = details
@@ -871,7 +877,7 @@ mod tests {
             marker_offset: 0,
             marker_segment: 0,
         };
-        write_chain(dir.path(), &key, &vec![vec![spec; 40]; 3], 1, &[]);
+        write_chain(dir.path(), &key, &vec![vec![spec.clone(); 40]; 3], 1, &[]);
         let macs_before = thread_fold_mac_count();
         let report = verify_with_workers(dir.path(), &key, 2, 3, &mut |_| {});
         assert!(report.ok(), "{report:?}");
@@ -879,6 +885,15 @@ mod tests {
         assert_eq!(report.verified_entries, 120);
         // The workers MACed every line but each batch's first against the head before it,
         // so the fold computed one MAC per batch of three: 14 batches per 40-line segment.
+        // So also when every line takes the full path (event 2), whose analysis carries the
+        // MAC it expects under the head it assumed.
+        assert_eq!(thread_fold_mac_count() - macs_before, 3 * 14);
+        let full = tempfile::tempdir().unwrap();
+        let spec = RecordSpec { event: 2, ..spec };
+        write_chain(full.path(), &key, &vec![vec![spec; 40]; 3], 1, &[]);
+        let macs_before = thread_fold_mac_count();
+        let report = verify_with_workers(full.path(), &key, 2, 3, &mut |_| {});
+        assert!(report.ok() && report.verified_entries == 120, "{report:?}");
         assert_eq!(thread_fold_mac_count() - macs_before, 3 * 14);
         assert_parallel_equals_sequential(dir.path(), &key, "untouched");
     }
