@@ -1385,6 +1385,19 @@ fn progress_is_reported_at_most_once_per_mebibyte() {
     assert!((1..=5).contains(&done.len()), "{done:?}");
     assert!(done.windows(2).all(|w| w[0] <= w[1]), "{done:?}");
     assert_eq!(*done.last().unwrap(), 28_672 * 128);
+
+    // Three small segments: one report as each is finished, however few bytes it held.
+    let small = scratch.path().join("small");
+    fs::create_dir_all(&small).unwrap();
+    for day in ["2026-01-01", "2026-01-02", "2026-01-03"] {
+        fs::write(small.join(format!("{day}.jsonl")), &line).unwrap();
+    }
+    let mut calls = 0;
+    audit::verify_with_progress(&small, audit_key(), &mut |_| calls += 1);
+    assert!(
+        (3..=4).contains(&calls),
+        "{calls} reports for three segments"
+    );
 }
 
 #[test]
