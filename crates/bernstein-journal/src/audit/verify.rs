@@ -1293,6 +1293,110 @@ mod tests {
         );
     }
 
+    /// What a record's `details.prev_chain_digest` claims on the full path: a non-empty string
+    /// is a claim; absent, empty, non-string values, `details` that is no object, and legacy
+    /// anchor events make none.
+    #[test]
+    fn a_stated_predecessor_is_a_non_empty_string_in_details() {
+        let check = |event: &str, details: Value, expect: Option<&str>| {
+            let record = Object::new().with("details", details.clone());
+            assert_eq!(
+                stated_predecessor(event, &record),
+                expect,
+                "{event} {details:?}"
+            );
+        };
+        let digest = Object::new().with(PREV_CHAIN_DIGEST_KEY, "ab");
+        check("e", Value::Object(digest.clone()), Some("ab"));
+        check("skill.catalog.install", Value::Object(digest), None);
+        check(
+            "e",
+            Value::Object(Object::new().with(PREV_CHAIN_DIGEST_KEY, "")),
+            None,
+        );
+        check(
+            "e",
+            Value::Object(Object::new().with(PREV_CHAIN_DIGEST_KEY, 5)),
+            None,
+        );
+        check("e", Value::Object(Object::new()), None);
+        check("e", Value::from("ab"), None);
+        assert_eq!(stated_predecessor("e", &Object::new()), None);
+    }
+
+    #[test]
+    fn offsets_beyond_i64_are_clamped_to_its_ends() {
+        let check = |value: i128, expect: i64| assert_eq!(clamp_i64(value), expect, "{value}");
+        check(0, 0);
+        check(-7, -7);
+        check(i128::from(i64::MAX) + 1, i64::MAX);
+        check(i128::from(i64::MIN) - 1, i64::MIN);
+        check(i128::MAX, i64::MAX);
+        check(i128::MIN, i64::MIN);
+    }
+
+    /// A sealed tear claims only the failures of its own segment inside its recorded span
+    /// (`verified_prefix_offset` up to `byte_offset`); a failure after the span, and one at an
+    /// offset inside the span but in another segment, stay hard.
+    #[test]
+    fn a_sealed_tear_claims_only_its_own_span() {
+        let finding = |file: &str, offset: u64| Finding {
+            file: file.to_owned(),
+            line: Some(offset / 100 + 1),
+            offset: Some(offset),
+            kind: FindingKind::InvalidJson,
+            message: format!("{file}@{offset}"),
+        };
+        let findings = vec![
+            finding("2026-01-01.jsonl", 100),
+            finding("2026-01-01.jsonl", 300),
+            finding("2026-01-02.jsonl", 100),
+        ];
+        let failure = |segment: usize, offset: u64, index: usize| LineFailure {
+            segment,
+            line: offset / 100 + 1,
+            offset,
+            kind: FailureKind::InvalidJson,
+            findings: vec![index],
+        };
+        let failures = vec![failure(0, 100, 0), failure(0, 300, 1), failure(1, 100, 2)];
+        let markers = vec![Marker {
+            segment: 0,
+            line: 5,
+            torn: true,
+            details: Object::new()
+                .with("segment", "2026-01-01.jsonl")
+                .with("byte_offset", 200)
+                .with("verified_prefix_offset", 50)
+                .with("tear_class", "partial_record"),
+        }];
+        let stats = |name: &str| SegmentStats {
+            name: name.to_owned(),
+            total: 600,
+            ok_end: 600,
+            last_line: 6,
+            missing_newline: None,
+        };
+        let stats = vec![stats("2026-01-01.jsonl"), stats("2026-01-02.jsonl")];
+        let (hard, tears) = fold_tears(&findings, &failures, &markers, &stats);
+        let messages =
+            |list: &[Finding]| list.iter().map(|f| f.message.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            messages(&hard),
+            ["2026-01-01.jsonl@300", "2026-01-02.jsonl@100"]
+        );
+        assert_eq!(tears.len(), 1, "{tears:?}");
+        assert_eq!(messages(&tears[0].raw_errors), ["2026-01-01.jsonl@100"]);
+        assert_eq!(
+            (
+                tears[0].byte_offset,
+                tears[0].verified_prefix_offset,
+                tears[0].line
+            ),
+            (200, 50, 2)
+        );
+    }
+
     /// A legacy anchor event's `details.prev_chain_digest` is not a stated predecessor, on the
     /// scanner's path (`want_records` false) as on the full one; any other event's is.
     #[test]
