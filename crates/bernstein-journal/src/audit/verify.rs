@@ -1324,6 +1324,29 @@ mod tests {
         assert_eq!(stated_predecessor("e", &Object::new()), None);
     }
 
+    /// `_tail_tear_class`: one failure kind decides the class; undecodable bytes, several
+    /// failures or none are garbage.
+    #[test]
+    fn a_tail_tear_is_classed_by_its_one_failure() {
+        use FailureKind::{InvalidHmac, InvalidJson, NonCanonical, NotObject, Undecodable};
+        let check = |kinds: &[FailureKind], unterminated: bool, expect: TearClass| {
+            assert_eq!(
+                tail_tear_class(kinds, unterminated),
+                expect,
+                "{kinds:?} {unterminated}"
+            );
+        };
+        check(&[InvalidJson], true, TearClass::PartialRecord);
+        check(&[InvalidJson], false, TearClass::GarbageBytes);
+        check(&[InvalidHmac], false, TearClass::InvalidHmac);
+        check(&[NonCanonical], false, TearClass::NonCanonical);
+        check(&[NotObject], true, TearClass::NonCanonical);
+        check(&[Undecodable], true, TearClass::GarbageBytes);
+        check(&[InvalidHmac, InvalidHmac], false, TearClass::GarbageBytes);
+        check(&[InvalidJson, InvalidHmac], true, TearClass::GarbageBytes);
+        check(&[], true, TearClass::GarbageBytes);
+    }
+
     #[test]
     fn offsets_beyond_i64_are_clamped_to_its_ends() {
         let check = |value: i128, expect: i64| assert_eq!(clamp_i64(value), expect, "{value}");
@@ -1351,6 +1374,7 @@ mod tests {
             finding("2026-01-01.jsonl", 100),
             finding("2026-01-01.jsonl", 300),
             finding("2026-01-02.jsonl", 100),
+            finding("2026-01-01.jsonl", 200),
         ];
         let failure = |segment: usize, offset: u64, index: usize| LineFailure {
             segment,
@@ -1359,7 +1383,13 @@ mod tests {
             kind: FailureKind::InvalidJson,
             findings: vec![index],
         };
-        let failures = vec![failure(0, 100, 0), failure(0, 300, 1), failure(1, 100, 2)];
+        // The span ends before `byte_offset`: a failure starting there is not inside it.
+        let failures = vec![
+            failure(0, 100, 0),
+            failure(0, 300, 1),
+            failure(1, 100, 2),
+            failure(0, 200, 3),
+        ];
         let markers = vec![Marker {
             segment: 0,
             line: 5,
@@ -1383,7 +1413,11 @@ mod tests {
             |list: &[Finding]| list.iter().map(|f| f.message.clone()).collect::<Vec<_>>();
         assert_eq!(
             messages(&hard),
-            ["2026-01-01.jsonl@300", "2026-01-02.jsonl@100"]
+            [
+                "2026-01-01.jsonl@300",
+                "2026-01-02.jsonl@100",
+                "2026-01-01.jsonl@200"
+            ]
         );
         assert_eq!(tears.len(), 1, "{tears:?}");
         assert_eq!(messages(&tears[0].raw_errors), ["2026-01-01.jsonl@100"]);
