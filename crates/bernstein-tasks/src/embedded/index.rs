@@ -91,8 +91,24 @@ struct RoleCounts {
     refused: u64,
 }
 
+/// Whether a task's snapshot enters the counts or leaves them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Enter,
+    Leave,
+}
+
+impl Change {
+    fn apply(self, count: &mut u64) {
+        match self {
+            Change::Enter => *count += 1,
+            Change::Leave => *count = count.saturating_sub(1),
+        }
+    }
+}
+
 impl RoleCounts {
-    fn add(&mut self, status: TaskStatus, sign: i8) {
+    fn add(&mut self, status: TaskStatus, change: Change) {
         let field = match status {
             TaskStatus::Open => Some(&mut self.open),
             TaskStatus::Claimed => Some(&mut self.claimed),
@@ -102,11 +118,7 @@ impl RoleCounts {
             _ => None,
         };
         for count in [Some(&mut self.tasks), field].into_iter().flatten() {
-            if sign > 0 {
-                *count += 1;
-            } else {
-                *count = count.saturating_sub(1);
-            }
+            change.apply(count);
         }
     }
 }
@@ -156,22 +168,13 @@ impl Index {
         slot
     }
 
-    fn count(&mut self, role: u32, status: TaskStatus, cost_usd: f64, sign: i8) {
+    fn count(&mut self, role: u32, status: TaskStatus, cost_usd: f64, change: Change) {
         if let Some(counts) = self.counts.get_mut(role as usize) {
-            counts.add(status, sign);
+            counts.add(status, change);
         }
-        let in_status = &mut self.in_status[status_position(status)];
-        if sign > 0 {
-            *in_status += 1;
-        } else {
-            *in_status = in_status.saturating_sub(1);
-        }
+        change.apply(&mut self.in_status[status_position(status)]);
         if cost_usd > 0.0 {
-            if sign > 0 {
-                self.costed += 1;
-            } else {
-                self.costed = self.costed.saturating_sub(1);
-            }
+            change.apply(&mut self.costed);
         }
     }
 
@@ -182,7 +185,7 @@ impl Index {
             Some(&slot) => {
                 let old = &self.entries[slot];
                 let (old_role, old_status, old_cost) = (old.role, old.status, old.cost_usd);
-                self.count(old_role, old_status, old_cost, -1);
+                self.count(old_role, old_status, old_cost, Change::Leave);
                 slot
             }
             None => {
@@ -207,7 +210,7 @@ impl Index {
         for dep in &meta.depends_on {
             link(&mut self.dependents, dep, slot);
         }
-        self.count(role, meta.status, meta.cost_usd, 1);
+        self.count(role, meta.status, meta.cost_usd, Change::Enter);
         self.entries[slot] = Entry {
             at,
             status: meta.status,
@@ -363,6 +366,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::model::{NewTask, Task};
 
     proptest! {
         /// The kept per-status counts are what counting every task's status gives, however
@@ -392,6 +396,49 @@ mod tests {
                 prop_assert_eq!(index.count_in(&[status]), counted, "{:?}", status);
             }
             prop_assert_eq!(index.count_in(&TaskStatus::ALL), statuses.len() as u64);
+        }
+
+        /// The status summary from the kept counts equals the fold over every task's current
+        /// snapshot, however tasks change status, role and cost; and each task is listed once
+        /// among a dependency's dependents, however often it was applied.
+        #[test]
+        fn the_kept_summary_agrees_with_folding_every_task(
+            moves in proptest::collection::vec(
+                (0_usize..8, 0_usize..TaskStatus::ALL.len(), 0_usize..3, 0_usize..3, any::<bool>()),
+                1..60,
+            )
+        ) {
+            let mut index = Index::default();
+            let mut order: Vec<usize> = Vec::new();
+            let mut tasks: HashMap<usize, Task> = HashMap::new();
+            let dep = TaskId::parse("dep").unwrap();
+            for (line, (task, status, role, cost, depends)) in moves.into_iter().enumerate() {
+                let id = TaskId::parse(&format!("t-{task}")).unwrap();
+                let mut request = NewTask::new("t", "d");
+                request.role = ["backend", "qa", "docs"][role].to_owned();
+                let mut snapshot = Task::new(id.clone(), request, 1.0).unwrap();
+                snapshot.status = TaskStatus::ALL[status];
+                snapshot.cost_usd = [0.0, 0.25, 1.5][cost];
+                let meta = Meta {
+                    id,
+                    status: snapshot.status,
+                    version: line as u64 + 1,
+                    role: snapshot.role.clone(),
+                    depends_on: if depends { vec![dep.clone()] } else { Vec::new() },
+                    parent: None,
+                    cost_usd: snapshot.cost_usd,
+                };
+                index.apply(meta, Location { offset: 0, len: 0, line: line as u64 + 1 });
+                if !tasks.contains_key(&task) {
+                    order.push(task);
+                }
+                tasks.insert(task, snapshot);
+            }
+            let folded = StatusSummary::from_tasks(order.iter().map(|task| &tasks[task]));
+            prop_assert_eq!(index.summary(), folded);
+            let dependents: Vec<&TaskId> = index.dependents(&dep).collect();
+            let distinct: std::collections::HashSet<&&TaskId> = dependents.iter().collect();
+            prop_assert_eq!(distinct.len(), dependents.len(), "{:?}", dependents);
         }
     }
 }
