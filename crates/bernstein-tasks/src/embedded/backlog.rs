@@ -999,6 +999,21 @@ mod tests {
         insta::assert_snapshot!(text);
     }
 
+    /// A row is current only at the task's version: a task that moved on and came back to the
+    /// same status has its row written again.
+    #[test]
+    fn a_row_of_an_older_version_is_projected_again() {
+        let older = task("t-open", TaskStatus::Open);
+        let (text, _) = reconcile(None, std::slice::from_ref(&older));
+        assert!(text.contains(r#""version": 1"#), "{text}");
+        let mut newer = older;
+        newer.version = 3;
+        newer.title = "T, retitled".to_owned();
+        let (text, _) = reconcile(Some(&text), &[newer]);
+        assert!(text.contains(r#""version": 3"#), "{text}");
+        assert!(text.contains("T, retitled"), "{text}");
+    }
+
     #[test]
     fn receipt_claims_are_adopted_not_reopened() {
         let claimed_on_file = r#"[{"id": "t-open", "status": "in_progress", "claimer": "worker-b",

@@ -409,6 +409,7 @@ mod tests {
             )
         ) {
             let mut index = Index::default();
+            let mut referenced = false;
             let mut order: Vec<usize> = Vec::new();
             let mut tasks: HashMap<usize, Task> = HashMap::new();
             let dep = TaskId::parse("dep").unwrap();
@@ -429,6 +430,7 @@ mod tests {
                     cost_usd: snapshot.cost_usd,
                 };
                 index.apply(meta, Location { offset: 0, len: 0, line: line as u64 + 1 });
+                referenced |= depends;
                 if !tasks.contains_key(&task) {
                     order.push(task);
                 }
@@ -439,6 +441,9 @@ mod tests {
             let dependents: Vec<&TaskId> = index.dependents(&dep).collect();
             let distinct: std::collections::HashSet<&&TaskId> = dependents.iter().collect();
             prop_assert_eq!(distinct.len(), dependents.len(), "{:?}", dependents);
+            // A dependency once named stays referenced (fresh ids must avoid it).
+            prop_assert_eq!(index.is_referenced(&dep), referenced);
+            prop_assert!(!index.is_referenced(&TaskId::parse("t-0").unwrap()));
         }
     }
 }
