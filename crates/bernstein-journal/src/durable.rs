@@ -449,6 +449,19 @@ pub(crate) mod seams {
     thread_local! {
         static DIR_SYNCS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
         static FAIL_FSYNCS: Cell<u32> = const { Cell::new(0) };
+        static INTRUDER_BYTES: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    }
+
+    /// Makes a writer that ignores the chain lock append `bytes` right after the next seal
+    /// of a torn audit tail on this thread lands, before the sealer looks at the segment's
+    /// size again.
+    pub(crate) fn intrude_after_next_seal(bytes: &[u8]) {
+        INTRUDER_BYTES.with(|held| *held.borrow_mut() = Some(bytes.to_vec()));
+    }
+
+    /// The bytes set by [`intrude_after_next_seal`], once.
+    pub(crate) fn take_intruder_bytes() -> Option<Vec<u8>> {
+        INTRUDER_BYTES.with(|held| held.borrow_mut().take())
     }
 
     pub(crate) fn record_dir_sync(dir: &Path) {

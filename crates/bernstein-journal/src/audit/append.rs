@@ -499,6 +499,10 @@ impl AuditChain {
         buffer.extend_from_slice(minted.line.as_bytes());
         buffer.push(b'\n');
         let offset = append_bytes(segment_path, &buffer)?;
+        #[cfg(test)]
+        if let Some(intruder) = crate::durable::seams::take_intruder_bytes() {
+            append_bytes(segment_path, &intruder)?;
+        }
         let landed = fs::metadata(segment_path)
             .map_err(|err| Error::io("stat", segment_path, err))?
             .len();
@@ -902,6 +906,12 @@ mod tests {
         let next = ours.append_at(&event("next"), at).unwrap();
         assert_eq!(next.prev_hmac, theirs.hmac);
         assert_eq!(ours.append_stats().tail_scans, 2);
+        // The segment grew, so the known head was not even checked; the scan read the other
+        // writer's line (and its terminator) to find the head, and nothing before it.
+        assert_eq!(
+            ours.append_stats().bytes_read,
+            checked + theirs.line.len() as u64 + 1
+        );
 
         // Our last line rewritten in place (its MAC broken, same length).
         let path = audit.join(&next.segment);
@@ -912,6 +922,57 @@ mod tests {
         let after = ours.append_at(&event("after"), at).unwrap();
         assert!(after.sealed_tear.is_some(), "{after:?}");
         assert_eq!(ours.append_stats().tail_scans, 3);
+    }
+
+    /// A seal is written at the size the sealer read; bytes that another writer (one that
+    /// ignores the chain lock) appends right behind it would fuse with the record that follows,
+    /// so the append is refused and the damage left for verify to report.
+    #[test]
+    fn a_seal_that_another_writer_appended_behind_refuses_the_append() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let at = Timestamp::parse("2026-03-01T12:00:00.000000Z").unwrap();
+        let chain = AuditChain::open(dir.path(), key());
+        let first = chain.append_at(&event("one"), at).unwrap();
+        let path = dir.path().join(&first.segment);
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"torn")
+            .unwrap();
+        seams::intrude_after_next_seal(b"{\"intruder\": 1}\n");
+        let err = chain.append_at(&event("two"), at).unwrap_err().to_string();
+        assert!(err.contains("expected the segment to grow"), "{err}");
+        assert!(!fs::read_to_string(&path).unwrap().contains("\"two\""));
+    }
+
+    /// The segment an append would go to is named by the chain's own clock, so a pinned clock
+    /// pins it (the anchor reads it to find today's segment).
+    #[test]
+    fn the_current_segment_is_the_one_the_chain_clock_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = Timestamp::parse("2026-03-01T23:59:59.999999Z").unwrap();
+        let chain = AuditChain::open(dir.path(), key()).with_clock(AuditClock::from_fn(move || at));
+        assert_eq!(
+            chain.current_segment_path(),
+            dir.path().join("2026-03-01.jsonl")
+        );
+        let record = chain.append(&event("one")).unwrap();
+        assert_eq!(
+            dir.path().join(&record.segment),
+            chain.current_segment_path()
+        );
+    }
+
+    /// A chain's `Debug` (which reaches logs) names its clock and never prints the key.
+    #[test]
+    fn a_chain_debug_names_its_clock_and_never_prints_the_key() {
+        let chain = AuditChain::open("/nowhere", key());
+        let printed = format!("{chain:?}");
+        assert!(printed.contains("clock: AuditClock"), "{printed}");
+        assert!(!printed.contains(&"6b".repeat(8)), "{printed}");
+        assert!(!printed.contains("kkkkkkkk"), "{printed}");
     }
 
     #[test]

@@ -1233,6 +1233,29 @@ mod tests {
         );
         let report = verify_journal(&first.path().unwrap()).unwrap();
         assert!(report.ok() && report.count == 303, "{report:?}");
+        // Every append held the lock once, and the longest hold is one of them.
+        let held = first.catch_up_stats();
+        assert_eq!(held.lock_holds, 302);
+        assert!(held.lock_held_max_us <= held.lock_held_us, "{held:?}");
+    }
+
+    /// A writer on the system clock stamps each row with the time it was appended.
+    #[test]
+    fn the_system_clock_stamps_rows_with_the_time_of_the_append() {
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let before = now();
+        writer.append("call", &Object::new()).unwrap();
+        let after = now();
+        let rows = load_journal(&writer.path().unwrap()).unwrap().rows;
+        let ts = rows[0].get("ts").and_then(Value::as_f64).unwrap();
+        assert!(before <= ts && ts <= after, "{before} <= {ts} <= {after}");
     }
 
     /// A journal truncated and regrown, or whose last line was rewritten, while a writer held

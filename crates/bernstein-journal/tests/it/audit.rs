@@ -1400,6 +1400,42 @@ fn progress_is_reported_at_most_once_per_mebibyte() {
     );
 }
 
+/// A torn tail that is one line over the line limit is sealed as garbage bytes: the sealer
+/// hashes the tail streaming and never holds such a line whole, so it cannot parse it as the
+/// partial record the same start under the limit is.
+#[test]
+fn a_torn_line_over_the_line_limit_is_sealed_as_garbage() {
+    let seal_of = |torn: &[u8]| {
+        let scratch = tempfile::tempdir().unwrap();
+        let chain = base_chain(&scratch.path().join("audit"));
+        let path = chain.dir().join(DAY_3);
+        let verified = fs::metadata(&path).unwrap().len();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(torn)
+            .unwrap();
+        let seal = next_append(&chain)
+            .sealed_tear
+            .expect("the torn tail was sealed");
+        assert_eq!(
+            (seal.verified_prefix_offset, seal.byte_offset),
+            (verified, verified + torn.len() as u64)
+        );
+        assert_eq!(
+            seal.torn_bytes_sha256,
+            bernstein_journal::crypto::sha256_hex(torn)
+        );
+        assert!(chain.verify().errors.is_empty());
+        seal.tear_class
+    };
+    let mut torn = br#"{"actor": ""#.to_vec();
+    assert_eq!(seal_of(&torn), TearClass::PartialRecord);
+    torn.resize(MAX_LINE_BYTES + 1, b'x');
+    assert_eq!(seal_of(&torn), TearClass::GarbageBytes);
+}
+
 #[test]
 fn appending_refuses_nothing_it_can_seal_and_leaves_no_stray_files() {
     // A segment of pure garbage: the append seals it (nothing verified locally) and the chain
