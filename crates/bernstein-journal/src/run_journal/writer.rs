@@ -1356,6 +1356,46 @@ mod tests {
         assert_eq!(writer.append("b", &Object::new()).unwrap().index, 1);
     }
 
+    /// A group that wrote no rows has nothing to take back when its `then` fails, so the
+    /// writer keeps what it knew and the next append does not read the journal again.
+    #[test]
+    fn an_empty_group_whose_then_fails_keeps_what_the_writer_knew() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let before = writer.catch_up_stats();
+        let failed = writer.append_group_then(
+            "a",
+            |_| Vec::new(),
+            |rows| -> Result<()> {
+                assert!(rows.is_empty());
+                Err(Error::Encode("refused by then".to_owned()))
+            },
+        );
+        assert!(matches!(failed, Err(Error::Encode(_))), "{failed:?}");
+        assert_eq!(writer.append("a", &Object::new()).unwrap().index, 1);
+        assert_eq!(writer.catch_up_stats().full_reads, before.full_reads);
+    }
+
+    /// A symlink that stays inside the root is refused as well: the journal is appended to
+    /// at its own path or not at all, never through a link to another file of the project.
+    #[test]
+    fn a_journal_swapped_for_a_symlink_inside_the_root_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let journal = writer.path().unwrap();
+        let elsewhere = dir.path().join("elsewhere.jsonl");
+        std::fs::rename(&journal, &elsewhere).unwrap();
+        // Relative, so that it resolves beneath the root (`.sdd/runs/r/journal.jsonl`).
+        std::os::unix::fs::symlink("../../../elsewhere.jsonl", &journal).unwrap();
+        assert!(journal.is_file(), "the link resolves");
+        let err = writer.append("b", &Object::new()).unwrap_err();
+        assert!(matches!(err, Error::Containment { .. }), "{err}");
+        let rows = std::fs::read_to_string(&elsewhere).unwrap();
+        assert_eq!(rows.lines().count(), 1, "nothing written through the link");
+    }
+
     #[test]
     fn jcs_refuses_non_finite_payloads() {
         let dir = tempfile::tempdir().unwrap();
