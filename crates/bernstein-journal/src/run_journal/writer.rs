@@ -1356,6 +1356,28 @@ mod tests {
         assert_eq!(writer.append("b", &Object::new()).unwrap().index, 1);
     }
 
+    /// A journal replaced by another file (a new inode) is read again in full, even when the
+    /// new file holds the same rows and more: the offsets the writer kept belonged to the file
+    /// it knew.
+    #[test]
+    fn a_replaced_journal_is_read_again_in_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        other.append("a", &Object::new()).unwrap();
+        let journal = writer.path().unwrap();
+        let copy = dir.path().join("copy.jsonl");
+        std::fs::copy(&journal, &copy).unwrap();
+        std::fs::rename(&copy, &journal).unwrap();
+        let before = writer.catch_up_stats();
+        assert_eq!(writer.append("a", &Object::new()).unwrap().index, 3);
+        let after = writer.catch_up_stats();
+        assert_eq!(after.prefix_changes - before.prefix_changes, 1, "{after:?}");
+        assert_eq!(after.full_reads - before.full_reads, 1, "{after:?}");
+    }
+
     /// A group that wrote no rows has nothing to take back when its `then` fails, so the
     /// writer keeps what it knew and the next append does not read the journal again.
     #[test]
