@@ -1378,6 +1378,29 @@ mod tests {
         assert_eq!(after.full_reads - before.full_reads, 1, "{after:?}");
     }
 
+    /// A writer that last saw the journal empty reads only what another writer appended since:
+    /// an empty file has no last line to check, and nothing before the new bytes to re-read.
+    #[test]
+    fn catching_up_from_an_empty_journal_reads_only_the_new_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let journal = writer.path().unwrap();
+        std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
+        std::fs::write(&journal, b"").unwrap();
+        assert!(writer.append_counted("a", |_| None).unwrap().is_none());
+        let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let theirs = other.append("a", &Object::new()).unwrap();
+        let before = writer.catch_up_stats();
+        assert_eq!(writer.append("a", &Object::new()).unwrap().index, 1);
+        let after = writer.catch_up_stats();
+        assert_eq!(after.full_reads, before.full_reads, "{after:?}");
+        assert_eq!(after.incremental_reads - before.incremental_reads, 1);
+        assert_eq!(
+            after.bytes_read - before.bytes_read,
+            theirs.line.len() as u64 + 1
+        );
+    }
+
     /// A group that wrote no rows has nothing to take back when its `then` fails, so the
     /// writer keeps what it knew and the next append does not read the journal again.
     #[test]
