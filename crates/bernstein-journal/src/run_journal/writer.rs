@@ -1401,6 +1401,98 @@ mod tests {
         );
     }
 
+    /// What another writer appended is checked before it is built on: a row missing its
+    /// newline, a line that is not a row, or a row that does not chain sends the writer to the
+    /// full read, which cuts the torn tail or refuses the journal, naming what it found.
+    #[test]
+    fn appended_bytes_that_do_not_extend_the_chain_soundly_are_read_in_full() {
+        // `damage` edits what the other writer appended (its row and terminator).
+        let after_damage = |damage: &dyn Fn(Vec<u8>) -> Vec<u8>| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+            writer.append("a", &Object::new()).unwrap();
+            let journal = writer.path().unwrap();
+            let size = std::fs::metadata(&journal).unwrap().len() as usize;
+            let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+            other.append("a", &Object::new()).unwrap();
+            let mut bytes = std::fs::read(&journal).unwrap();
+            let theirs = bytes.split_off(size);
+            bytes.extend(damage(theirs));
+            std::fs::write(&journal, &bytes).unwrap();
+            let before = writer.catch_up_stats();
+            let appended = writer.append("a", &Object::new());
+            let after = writer.catch_up_stats();
+            assert_eq!(after.full_reads - before.full_reads, 1, "{after:?}");
+            assert_eq!(after.incremental_reads, before.incremental_reads);
+            (appended, verify_journal(&journal).unwrap())
+        };
+
+        // Their row without its newline: cut as a torn tail, and ours follows the first row.
+        let (appended, report) = after_damage(&|mut theirs| {
+            theirs.pop();
+            theirs
+        });
+        assert_eq!(appended.unwrap().index, 1);
+        assert!(report.ok() && report.count == 2, "{report:?}");
+
+        // The full read read the journal twice: as found, then after the cut.
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        let first = writer.append("a", &Object::new()).unwrap();
+        let journal = writer.path().unwrap();
+        let clean = first.line.len() as u64 + 1;
+        let mut torn = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        torn.append("a", &Object::new()).unwrap();
+        let found = std::fs::metadata(&journal).unwrap().len() - 1;
+        let mut bytes = std::fs::read(&journal).unwrap();
+        bytes.pop();
+        std::fs::write(&journal, &bytes).unwrap();
+        let mut fresh = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        assert_eq!(fresh.append("a", &Object::new()).unwrap().index, 1);
+        assert_eq!(fresh.catch_up_stats().bytes_read, found + clean);
+
+        // A line that is not a row: refused, naming the line.
+        let (appended, _) = after_damage(&|_| b"not a row\n".to_vec());
+        let err = appended.unwrap_err().to_string();
+        assert!(err.contains("discarded physical line(s): 1"), "{err}");
+
+        // Their row with its `event_hash` changed (its `prev_hash` still chains): refused.
+        let (appended, _) = after_damage(&|theirs| {
+            let text = String::from_utf8(theirs).unwrap();
+            let at = text.find("\"event_hash\": \"").unwrap() + 15;
+            let digit = if &text[at..=at] == "0" { "1" } else { "0" };
+            format!("{}{digit}{}", &text[..at], &text[at + 1..]).into_bytes()
+        });
+        let err = appended.unwrap_err().to_string();
+        assert!(err.contains("does not verify"), "{err}");
+    }
+
+    /// After catching up on several rows another writer appended at once, the writer checks
+    /// only the last of them next time (the window it keeps is that row), so a catch-up with
+    /// nothing new reads that one line and no more.
+    #[test]
+    fn the_line_kept_after_a_catch_up_is_the_last_row_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        other.append("a", &Object::new()).unwrap();
+        let last = other.append("a", &Object::new()).unwrap();
+        assert!(writer.append_counted("a", |_| None).unwrap().is_none());
+        let before = writer.catch_up_stats();
+        assert!(writer.append_counted("a", |_| None).unwrap().is_none());
+        let after = writer.catch_up_stats();
+        assert_eq!(
+            (after.full_reads, after.prefix_changes),
+            (before.full_reads, before.prefix_changes),
+            "{after:?}"
+        );
+        assert_eq!(
+            after.bytes_read - before.bytes_read,
+            last.line.len() as u64 + 1
+        );
+    }
+
     /// A group that wrote no rows has nothing to take back when its `then` fails, so the
     /// writer keeps what it knew and the next append does not read the journal again.
     #[test]
