@@ -1493,6 +1493,34 @@ mod tests {
         );
     }
 
+    /// After a full read the writer keeps the journal's last line to check next time, found
+    /// by reading backwards in blocks (here across three of them), so a catch-up with nothing
+    /// new reads that line and no more.
+    #[test]
+    fn the_line_kept_after_a_full_read_is_the_last_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut other = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        other.append("a", &Object::new()).unwrap();
+        let long = other
+            .append("a", &Object::new().with("text", "x".repeat(10_000)))
+            .unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        assert!(writer.append_counted("a", |_| None).unwrap().is_none());
+        let before = writer.catch_up_stats();
+        assert_eq!(before.full_reads, 1);
+        assert!(writer.append_counted("a", |_| None).unwrap().is_none());
+        let after = writer.catch_up_stats();
+        assert_eq!(
+            (after.full_reads, after.prefix_changes),
+            (1, 0),
+            "{after:?}"
+        );
+        assert_eq!(
+            after.bytes_read - before.bytes_read,
+            long.line.len() as u64 + 1
+        );
+    }
+
     /// A group that wrote no rows has nothing to take back when its `then` fails, so the
     /// writer keeps what it knew and the next append does not read the journal again.
     #[test]
