@@ -156,6 +156,10 @@ pub struct CatchUpStats {
     pub lock_held_us: u64,
     /// The longest single hold, in microseconds.
     pub lock_held_max_us: u64,
+    /// Appends that opened the journal by its full path, checking containment again (the
+    /// first, and any whose reopen below the resolved project root failed); the others
+    /// reopen it with one `openat2`.
+    pub path_checks: u64,
 }
 
 impl CatchUpStats {
@@ -483,6 +487,7 @@ impl<C: Clock> JournalWriter<C> {
             }
             self.resolved = None;
         }
+        self.stats.path_checks += 1;
         let checked = self.path()?;
         let run_dir =
             checked
@@ -1342,8 +1347,10 @@ mod tests {
         )
         .unwrap();
         std::os::unix::fs::symlink(outside.path(), &run_dir).unwrap();
+        assert_eq!(writer.catch_up_stats().path_checks, 1);
         let err = writer.append("b", &Object::new()).unwrap_err();
         assert!(matches!(err, Error::Containment { .. }), "{err}");
+        assert_eq!(writer.catch_up_stats().path_checks, 2);
         let outside_rows = std::fs::read_to_string(outside.path().join("journal.jsonl")).unwrap();
         assert_eq!(
             outside_rows.lines().count(),
@@ -1354,6 +1361,11 @@ mod tests {
         std::fs::remove_file(&run_dir).unwrap();
         std::fs::rename(&moved, &run_dir).unwrap();
         assert_eq!(writer.append("b", &Object::new()).unwrap().index, 1);
+        // Resolved again, the path is not checked again while nothing changes.
+        for _ in 0..3 {
+            writer.append("c", &Object::new()).unwrap();
+        }
+        assert_eq!(writer.catch_up_stats().path_checks, 3);
     }
 
     /// A journal replaced by another file (a new inode) is read again in full, even when the
