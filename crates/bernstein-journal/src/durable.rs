@@ -620,4 +620,66 @@ mod tests {
         assert_eq!((cut.offset, cut.length), (0, 7));
         assert_eq!(fs::metadata(&path).unwrap().len(), 0);
     }
+
+    /// The tear log keeps the cut bytes verbatim up to 64 KiB (their hash and length always
+    /// cover all of them), and says when it kept fewer.
+    #[test]
+    fn the_tear_log_keeps_at_most_64_kib_of_the_cut_bytes() {
+        use base64::Engine as _;
+        let recorded = |tail: &[u8]| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("f.jsonl");
+            let mut bytes = b"{}\n".to_vec();
+            bytes.extend_from_slice(tail);
+            fs::write(&path, &bytes).unwrap();
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap();
+            let cut = recover_torn_tail(dir.path(), &mut file, &path)
+                .unwrap()
+                .unwrap();
+            assert_eq!(cut.length, tail.len() as u64);
+            let line = fs::read_to_string(tear_log_path(dir.path())).unwrap();
+            let record: serde_json::Value = serde_json::from_str(line.trim_end()).unwrap();
+            let kept = base64::engine::general_purpose::STANDARD
+                .decode(record["bytes_b64"].as_str().unwrap())
+                .unwrap();
+            (kept, record["bytes_truncated"].as_bool().unwrap())
+        };
+        let tail: Vec<u8> = (0..MAX_RECORDED_TORN_BYTES + 100)
+            .map(|i| b"abcdefgh"[i % 8])
+            .collect();
+        let (kept, truncated) = recorded(&tail[..MAX_RECORDED_TORN_BYTES]);
+        assert_eq!((kept.len(), truncated), (64 * 1024, false));
+        let (kept, truncated) = recorded(&tail);
+        assert_eq!((kept.as_slice(), truncated), (&tail[..64 * 1024], true));
+    }
+
+    /// Every file and directory fsync counts once on the thread that made it (the probe the
+    /// fsyncs-per-call tests read).
+    #[test]
+    fn each_fsync_counts_once_on_its_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create(dir.path().join("f")).unwrap();
+        let before = thread_fsync_count();
+        sync_file(&file).unwrap();
+        assert_eq!(thread_fsync_count() - before, 1);
+        sync_dir(dir.path()).unwrap();
+        assert_eq!(thread_fsync_count() - before, 2);
+        let elsewhere = std::thread::spawn(thread_fsync_count).join().unwrap();
+        assert_eq!(elsewhere, 0);
+    }
+
+    /// A path that exists but is not a directory is an error, not a directory made durable.
+    #[test]
+    fn creating_a_directory_where_a_file_is_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        fs::write(&file, b"").unwrap();
+        let err = create_dir_all_durable(&file).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+        assert!(create_dir_all_durable(&file.join("below")).is_err());
+    }
 }
