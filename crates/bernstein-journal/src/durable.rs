@@ -533,6 +533,23 @@ mod tests {
         assert!(seams::take_dir_syncs().is_empty());
     }
 
+    /// Outside a `.sdd` directory only the file's own directory is fsynced: the walk up to
+    /// the project root is for the evidence tree, not for every file.
+    #[test]
+    fn a_file_outside_sdd_has_only_its_directory_fsynced() {
+        let root = tempfile::tempdir().unwrap();
+        let plain = root
+            .path()
+            .canonicalize()
+            .unwrap()
+            .join("plain")
+            .join("deeper");
+        fs::create_dir_all(&plain).unwrap();
+        seams::take_dir_syncs();
+        ensure_entry_durable(&plain.join("file")).unwrap();
+        assert_eq!(seams::take_dir_syncs(), vec![plain]);
+    }
+
     #[test]
     fn a_file_in_a_directory_made_durable_costs_one_directory_sync() {
         let root = tempfile::tempdir().unwrap();
