@@ -658,6 +658,7 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(cut.length, tail.len() as u64);
+            assert_eq!(cut.sha256, crate::crypto::sha256_hex(tail));
             let line = fs::read_to_string(tear_log_path(dir.path())).unwrap();
             let record: serde_json::Value = serde_json::from_str(line.trim_end()).unwrap();
             let kept = base64::engine::general_purpose::STANDARD
