@@ -675,6 +675,89 @@ mod tests {
         assert_eq!((kept.as_slice(), truncated), (&tail[..64 * 1024], true));
     }
 
+    /// The tear log reads as records with their 1-based lines, lines that are not records
+    /// with the reason, and a torn last record (a recorder killed mid-write) apart from both;
+    /// a record written after a torn one starts on a fresh line.
+    #[test]
+    fn the_tear_log_reads_records_unreadable_lines_and_a_torn_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_tear_log(dir.path()).unwrap(), TearLog::default());
+        let log_path = tear_log_path(dir.path());
+        fs::create_dir_all(&log_path).unwrap();
+        assert!(
+            read_tear_log(dir.path()).is_err(),
+            "a log that cannot be read"
+        );
+        fs::remove_dir(&log_path).unwrap();
+
+        let record = |file: &str, offset: u64| {
+            format!(
+                "{{\"file\": \"{file}\", \"offset\": {offset}, \"length\": 3, \"sha256\": \"ab\"}}\n"
+            )
+        };
+        let text = [
+            record("a.jsonl", 1),
+            "\n".to_owned(),
+            "[1]\n".to_owned(),
+            "{\"file\": \"b.jsonl\"}\n".to_owned(),
+            record("c.jsonl", 7),
+            "{\"file\": \"d.js".to_owned(),
+        ]
+        .concat();
+        fs::write(&log_path, &text).unwrap();
+        let log = read_tear_log(dir.path()).unwrap();
+        let found: Vec<(&str, u64, usize)> = log
+            .tears
+            .iter()
+            .map(|t| (t.file.as_str(), t.offset, t.line))
+            .collect();
+        assert_eq!(found, [("a.jsonl", 1, 1), ("c.jsonl", 7, 5)]);
+        assert_eq!(
+            log.unreadable,
+            [
+                (3, "not a JSON object".to_owned()),
+                (4, "missing file, offset, length or sha256".to_owned())
+            ]
+        );
+        assert_eq!(log.torn_last_line, Some(6));
+        assert_eq!(
+            log.tears[1].describe(),
+            "c.jsonl: cut 3 unacknowledged byte(s) of a torn last row at offset 7 \
+             (sha256 ab; tear log line 5)"
+        );
+
+        // The next record does not fuse with the torn one.
+        let torn = dir.path().join("t.jsonl");
+        fs::write(&torn, b"{}\nxy").unwrap();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&torn)
+            .unwrap();
+        recover_torn_tail(dir.path(), &mut file, &torn)
+            .unwrap()
+            .unwrap();
+        let log = read_tear_log(dir.path()).unwrap();
+        assert_eq!(log.tears.last().unwrap().line, 7);
+        assert_eq!(log.tears.last().unwrap().file, "t.jsonl");
+        assert_eq!(log.torn_last_line, None);
+        assert_eq!(log.unreadable.len(), 3, "{:?}", log.unreadable);
+        // After a whole record, the next follows on the very next line.
+        fs::write(&torn, b"{}\nxy").unwrap();
+        recover_torn_tail(dir.path(), &mut file, &torn)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            read_tear_log(dir.path())
+                .unwrap()
+                .tears
+                .last()
+                .unwrap()
+                .line,
+            8
+        );
+    }
+
     /// Every file and directory fsync counts once on the thread that made it (the probe the
     /// fsyncs-per-call tests read).
     #[test]
