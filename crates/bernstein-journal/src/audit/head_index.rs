@@ -618,6 +618,36 @@ mod tests {
         assert_eq!(heads.newest.unwrap().hmac, second.hmac);
     }
 
+    /// A seal is the handle event, and only it; the run's newest seal is kept apart from its
+    /// newest entry.
+    #[test]
+    fn seals_are_the_handle_events() {
+        let (_dir, audit, chain) = chain_in_tempdir();
+        let seal = chain
+            .append_at(&event(EVENT_TASK_HANDLE, named(1)), at(0, 1))
+            .unwrap();
+        let later = chain
+            .append_at(&event("task.progress", named(2)), at(0, 2))
+            .unwrap();
+        let heads = RunHeadIndex::new(&audit).run("r").unwrap();
+        let newest = heads.newest.unwrap();
+        let last_seal = heads.last_seal.unwrap();
+        assert_eq!((newest.is_seal(), newest.hmac), (false, later.hmac));
+        assert_eq!((last_seal.is_seal(), last_seal.hmac), (true, seal.hmac));
+    }
+
+    /// A file where the audit directory should be holds no chain: the index reads it as
+    /// empty, as it does a missing directory.
+    #[test]
+    fn a_file_where_the_audit_directory_should_be_is_an_empty_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        std::fs::write(&audit, b"not a directory").unwrap();
+        let mut index = RunHeadIndex::new(&audit);
+        assert_eq!(index.run("r").unwrap(), RunHeads::default());
+        assert_eq!(index.run_head("r").unwrap(), "");
+    }
+
     #[test]
     fn heads_follow_the_newest_naming_entry_and_ignore_anchors() {
         let dir = tempfile::tempdir().unwrap();
