@@ -584,6 +584,33 @@ mod tests {
         assert_eq!(index.listings(), 4);
     }
 
+    /// An audit directory replaced by another (a new inode) is read again from scratch at
+    /// once, without first trusting the segments it seems to share with the old one.
+    #[test]
+    fn a_replaced_audit_directory_is_read_again_from_scratch() {
+        let (dir, audit, chain) = chain_in_tempdir();
+        chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        let mut index = RunHeadIndex::new(&audit);
+        index.refresh().unwrap();
+        settle(&audit);
+        index.refresh().unwrap();
+        let listings = index.listings();
+        let moved = dir.path().join("moved");
+        std::fs::rename(&audit, &moved).unwrap();
+        let replacement = chain_in_tempdir();
+        let newer = replacement
+            .2
+            .append_at(&event("e", named(7)), at(0, 0))
+            .unwrap();
+        std::fs::rename(&replacement.1, &audit).unwrap();
+        assert_eq!(index.run_head("r").unwrap(), newer.hmac);
+        assert_eq!(
+            index.listings(),
+            listings + 1,
+            "one rebuild, no listing first"
+        );
+    }
+
     /// A brief catch-up declines an index not built yet and more appended bytes than its
     /// bound, reading nothing; the directory listing it took is not trusted afterwards, so
     /// the new segment it saw is still read by the next catch-up.
