@@ -611,6 +611,28 @@ mod tests {
         );
     }
 
+    /// A known segment gone behind an unchanged directory stamp (its mtime set back) is
+    /// skipped; a segment that cannot be looked at for another reason (a symlink loop) is an
+    /// error, not a segment silently left out.
+    #[test]
+    fn a_vanished_segment_is_skipped_and_an_unreadable_one_is_an_error() {
+        let (_dir, audit, chain) = chain_in_tempdir();
+        let first = chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        chain.append_at(&event("e", named(1)), at(1, 0)).unwrap();
+        settle(&audit);
+        let mut index = RunHeadIndex::new(&audit);
+        index.refresh().unwrap();
+        let stamp = std::fs::metadata(&audit).unwrap().modified().unwrap();
+        let gone = audit.join(&first.segment);
+        std::fs::remove_file(&gone).unwrap();
+        File::open(&audit).unwrap().set_modified(stamp).unwrap();
+        index.refresh().unwrap();
+
+        std::os::unix::fs::symlink(&gone, &gone).unwrap();
+        let err = index.refresh().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(40), "ELOOP: {err}");
+    }
+
     /// A brief catch-up declines an index not built yet and more appended bytes than its
     /// bound, reading nothing; the directory listing it took is not trusted afterwards, so
     /// the new segment it saw is still read by the next catch-up.
