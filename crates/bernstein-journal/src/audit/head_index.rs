@@ -524,7 +524,7 @@ pub fn state_head(audit_dir: &Path) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{AuditChain, AuditEvent, Timestamp};
+    use crate::audit::{ARCHIVE_DIR, AuditChain, AuditEvent, Timestamp};
     use crate::key::AuditKey;
     use std::io::Write;
 
@@ -630,6 +630,63 @@ mod tests {
 
         std::os::unix::fs::symlink(&gone, &gone).unwrap();
         let err = index.refresh().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(40), "ELOOP: {err}");
+    }
+
+    /// A brief catch-up weighs only the bytes appended since its last look, not the segment
+    /// they were appended to.
+    #[test]
+    fn a_brief_catch_up_weighs_only_the_appended_bytes() {
+        let (_dir, audit, chain) = chain_in_tempdir();
+        for n in 0..50 {
+            chain.append_at(&event("e", named(n)), at(0, n)).unwrap();
+        }
+        let mut index = RunHeadIndex::new(&audit);
+        index.refresh().unwrap();
+        let last = chain.append_at(&event("e", named(50)), at(0, 50)).unwrap();
+        let heads = index
+            .run_within("r", last.line.len() as u64 + 1)
+            .unwrap()
+            .expect("the new line is within the bound");
+        assert_eq!(heads.newest.unwrap().hmac, last.hmac);
+    }
+
+    /// A rebuild reads the archived segments (decompressed) before the live ones, counting
+    /// every byte it decompressed; a live segment listed but gone (a dangling link) is skipped,
+    /// and one that cannot be opened for another reason (a symlink loop) is an error.
+    #[test]
+    fn a_rebuild_reads_the_archives_and_then_the_live_segments() {
+        let (_dir, audit, chain) = chain_in_tempdir();
+        let archived = chain
+            .append_at(&event(EVENT_TASK_HANDLE, named(0)), at(0, 0))
+            .unwrap();
+        let live = chain.append_at(&event("e", named(1)), at(1, 0)).unwrap();
+        let old = audit.join(&archived.segment);
+        let bytes = std::fs::read(&old).unwrap();
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&bytes).unwrap();
+        std::fs::create_dir(audit.join(ARCHIVE_DIR)).unwrap();
+        std::fs::write(
+            audit
+                .join(ARCHIVE_DIR)
+                .join(format!("{}.gz", archived.segment)),
+            encoder.finish().unwrap(),
+        )
+        .unwrap();
+        std::fs::remove_file(&old).unwrap();
+        std::os::unix::fs::symlink(audit.join("nowhere"), audit.join("2020-01-01.jsonl")).unwrap();
+        let mut index = RunHeadIndex::new(&audit);
+        let heads = index.run("r").unwrap();
+        assert_eq!(heads.last_seal.unwrap().hmac, archived.hmac);
+        assert_eq!(heads.newest.unwrap().hmac, live.hmac);
+        assert_eq!(
+            index.bytes_read(),
+            bytes.len() as u64 + live.line.len() as u64 + 1
+        );
+
+        let looped = audit.join("2020-01-02.jsonl");
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        let err = RunHeadIndex::new(&audit).refresh().unwrap_err();
         assert_eq!(err.raw_os_error(), Some(40), "ELOOP: {err}");
     }
 
