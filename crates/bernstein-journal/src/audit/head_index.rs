@@ -724,11 +724,14 @@ mod tests {
         assert_eq!(heads.newest.unwrap().hmac, second.hmac);
     }
 
-    /// A seal is the handle event, and only it; the run's newest seal is kept apart from its
-    /// newest entry.
+    /// A seal is the handle event, and only it; the run's newest seal (the later of two) is
+    /// kept apart from its newest entry.
     #[test]
     fn seals_are_the_handle_events() {
         let (_dir, audit, chain) = chain_in_tempdir();
+        chain
+            .append_at(&event(EVENT_TASK_HANDLE, named(0)), at(0, 0))
+            .unwrap();
         let seal = chain
             .append_at(&event(EVENT_TASK_HANDLE, named(1)), at(0, 1))
             .unwrap();
