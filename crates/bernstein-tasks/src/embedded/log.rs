@@ -1232,4 +1232,51 @@ mod tests {
             prop_assert_eq!(last.len(), order.len() + 2);
         }
     }
+
+    fn id(n: usize) -> TaskId {
+        TaskId::parse(&format!("t{n}")).unwrap()
+    }
+
+    /// Loads served from the record cache read nothing; it holds the last 128 records put,
+    /// first in, first out.
+    #[test]
+    fn the_record_cache_serves_repeated_loads_and_keeps_the_last_128() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let mut writer = TaskLog::new(path.clone());
+        writer.catch_up().unwrap();
+        writer
+            .append((0..130).map(|n| snapshot(n, 1)).collect(), None, true)
+            .unwrap();
+        let mut log = TaskLog::new(path);
+        log.catch_up().unwrap();
+        let loads = |log: &TaskLog| log.stats().record_loads;
+        for n in 0..130 {
+            assert_eq!(log.load(&id(n)).unwrap().unwrap().task.id, id(n));
+        }
+        assert_eq!(loads(&log), 130);
+        log.load(&id(129)).unwrap();
+        log.load(&id(2)).unwrap();
+        assert_eq!(loads(&log), 130, "the newest 128 are cached");
+        log.load(&id(1)).unwrap();
+        assert_eq!(loads(&log), 131, "the oldest were evicted");
+    }
+
+    /// A compaction moves records to new offsets, where an older copy in the cache could look
+    /// current again; the cache is emptied, so a load after it reads the current version.
+    #[test]
+    fn a_compaction_empties_the_record_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let mut ours = TaskLog::new(path.clone());
+        ours.catch_up().unwrap();
+        ours.append(vec![snapshot(0, 1)], None, true).unwrap();
+        assert_eq!(ours.load(&id(0)).unwrap().unwrap().task.version, 1);
+        let mut theirs = TaskLog::new(path);
+        theirs.catch_up().unwrap();
+        theirs.append(vec![snapshot(0, 2)], None, true).unwrap();
+        ours.catch_up().unwrap();
+        ours.compact().unwrap();
+        assert_eq!(ours.load(&id(0)).unwrap().unwrap().task.version, 2);
+    }
 }
