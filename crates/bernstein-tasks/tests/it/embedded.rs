@@ -832,6 +832,41 @@ fn compaction_keeps_every_task_and_other_instances_follow() {
     assert_eq!(names, Vec::<String>::new());
 }
 
+/// A log that has grown to 4096 records or more, eight or more per task, is compacted by the
+/// next mutation that leaves no evidence owed: the task's history folds into its snapshot.
+#[test]
+fn a_long_history_is_compacted_by_the_next_mutation() {
+    let (dir, store) = project();
+    let task = store.create_task(request("busy")).unwrap();
+    let log = runtime(dir.path()).join("tasks.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.contains("\"version\": 1"))
+        .unwrap();
+    // Snapshots that owe no evidence (the first one's is written, as its marker says).
+    let line = format!("{}}}", &line[..line.find(", \"evidence\": ").unwrap()]);
+    let history: String = (2..=4096)
+        .map(|version| {
+            format!(
+                "{}\n",
+                line.replace("\"version\": 1", &format!("\"version\": {version}"))
+            )
+        })
+        .collect();
+    std::fs::write(&log, format!("{text}{history}")).unwrap();
+    let reopened = EmbeddedStore::open(dir.path(), None).unwrap();
+    assert_eq!(reopened.get_task(&task.id).unwrap().version, 4096);
+    assert!(log_lines(dir.path()).len() >= 4096);
+    reopened.complete_task(&task.id, "done").unwrap();
+    let records = log_lines(dir.path());
+    assert_eq!(records.len(), 1, "one snapshot per task after compaction");
+    assert_eq!(
+        reopened.get_task(&task.id).unwrap().status,
+        TaskStatus::Done
+    );
+}
+
 #[test]
 fn a_held_result_is_signed_off_only_from_pending_approval() {
     // No transition enters `pending_approval`; the orchestrator writes it. Model that with a
