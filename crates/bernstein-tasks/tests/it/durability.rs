@@ -120,6 +120,29 @@ fn a_hostile_backlog_claim_time_is_reported_and_skipped() {
     );
 }
 
+/// Debris at the end of the log (an unfinished write) is named as a torn tail on the line
+/// after the last complete record, with its offset and length.
+#[test]
+fn a_torn_tail_is_named_on_the_line_after_the_last_record() {
+    let (dir, store) = project();
+    store.create_task(request("one")).unwrap();
+    store.create_task(request("two")).unwrap();
+    let log = runtime(dir.path()).join("tasks.jsonl");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let offset = bytes.len();
+    bytes.extend_from_slice(b"{\"id\": \"unfin");
+    std::fs::write(&log, &bytes).unwrap();
+    let gaps = verify_task_log(dir.path(), None).unwrap();
+    let torn: Vec<_> = gaps.iter().filter(|g| g.kind == "torn_tail").collect();
+    assert_eq!(torn.len(), 1, "{gaps:?}");
+    assert_eq!(torn[0].line, lines + 1);
+    assert_eq!(
+        torn[0].detail,
+        format!("13 byte(s) of an unfinished write at offset {offset}")
+    );
+}
+
 /// A backlog put back to an older copy is no evidence gap (the backlog is brought in step when
 /// a reader needs it), and the next sync rewrites it from the task log.
 #[test]
