@@ -1279,4 +1279,33 @@ mod tests {
         ours.compact().unwrap();
         assert_eq!(ours.load(&id(0)).unwrap().unwrap().task.version, 2);
     }
+
+    /// Reading the log again from its start (it was replaced) keeps what this process saw and
+    /// counted before: the tears it saw and its read statistics.
+    #[test]
+    fn a_full_reread_keeps_the_tears_seen_and_the_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let (clean, _) = encode(&[vec![snapshot(0, 1)], vec![snapshot(1, 1)]]);
+        let mut torn = clean.clone();
+        torn.extend_from_slice(b"{\"id\": \"t2");
+        std::fs::write(&path, &torn).unwrap();
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        assert_eq!(log.tears_seen().len(), 1);
+        log.load(&id(0)).unwrap();
+        assert_eq!(log.stats().record_loads, 1);
+        let replacement = dir.path().join("replacement");
+        std::fs::write(&replacement, &clean).unwrap();
+        std::fs::rename(&replacement, &path).unwrap();
+        log.catch_up().unwrap();
+        let stats = log.stats();
+        assert_eq!(
+            (stats.full_rereads, stats.record_loads),
+            (1, 1),
+            "{stats:?}"
+        );
+        assert_eq!(log.tears_seen().len(), 1);
+        assert_eq!(log.len(), 2);
+    }
 }
