@@ -1295,6 +1295,15 @@ mod tests {
         assert_eq!(log.tears_seen().len(), 1);
         log.load(&id(0)).unwrap();
         assert_eq!(log.stats().record_loads, 1);
+        // A catch-up with nothing new checks the last complete line, and reads nothing else.
+        let before = log.stats();
+        log.catch_up().unwrap();
+        let last_line = snapshot(1, 1).to_line(None);
+        assert_eq!(
+            log.stats().check_bytes - before.check_bytes,
+            last_line.len() as u64,
+            "the line and its newline"
+        );
         let replacement = dir.path().join("replacement");
         std::fs::write(&replacement, &clean).unwrap();
         std::fs::rename(&replacement, &path).unwrap();
@@ -1307,5 +1316,17 @@ mod tests {
         );
         assert_eq!(log.tears_seen().len(), 1);
         assert_eq!(log.len(), 2);
+    }
+
+    /// A log that cannot be opened for a reason other than being absent is an error, never
+    /// an empty log.
+    #[test]
+    fn a_log_that_cannot_be_opened_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        std::os::unix::fs::symlink(&path, &path).unwrap();
+        assert!(log.catch_up().is_err());
     }
 }
