@@ -1318,14 +1318,21 @@ mod tests {
         assert_eq!(log.len(), 2);
     }
 
-    /// A log that cannot be opened for a reason other than being absent is an error, never
-    /// an empty log.
+    /// A log removed after it was read is read again as empty; one that cannot be opened for
+    /// a reason other than being absent is an error, never an empty log.
     #[test]
     fn a_log_that_cannot_be_opened_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tasks.jsonl");
+        let (bytes, _) = encode(&[vec![snapshot(0, 1)]]);
+        std::fs::write(&path, &bytes).unwrap();
         let mut log = TaskLog::new(path.clone());
         log.catch_up().unwrap();
+        assert_eq!(log.len(), 1);
+        // Removed, it is an empty log read again from nothing.
+        std::fs::remove_file(&path).unwrap();
+        log.catch_up().unwrap();
+        assert_eq!((log.len(), log.stats().full_rereads), (0, 1));
         std::os::unix::fs::symlink(&path, &path).unwrap();
         assert!(log.catch_up().is_err());
     }
