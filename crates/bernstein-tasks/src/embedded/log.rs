@@ -1336,4 +1336,27 @@ mod tests {
         std::os::unix::fs::symlink(&path, &path).unwrap();
         assert!(log.catch_up().is_err());
     }
+
+    /// A brief catch-up goes ahead when the bytes appended since the last look are at most
+    /// its bound, however long the log already is, and declines beyond it, reading nothing.
+    #[test]
+    fn a_brief_catch_up_is_bounded_by_the_appended_bytes_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let (bytes, _) = encode(&(0..20).map(|n| vec![snapshot(n, 1)]).collect::<Vec<_>>());
+        std::fs::write(&path, &bytes).unwrap();
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        let (more, _) = encode(&[vec![snapshot(20, 1)]]);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, &more).unwrap();
+        let appended = more.len() as u64;
+        assert!(!log.catch_up_within(Some(appended - 1)).unwrap());
+        assert_eq!(log.len(), 20);
+        assert!(log.catch_up_within(Some(appended)).unwrap());
+        assert_eq!(log.len(), 21);
+    }
 }
