@@ -1359,4 +1359,29 @@ mod tests {
         assert!(log.catch_up_within(Some(appended)).unwrap());
         assert_eq!(log.len(), 21);
     }
+
+    /// A seal voids exactly the bytes it names: with their offset and length right, the fold
+    /// skips them and goes on after the seal; a seal off by its length voids nothing, and the
+    /// debris is then a corrupt line.
+    #[test]
+    fn a_seal_voids_exactly_the_bytes_it_names() {
+        let fold = |length_error: u64| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("tasks.jsonl");
+            let (first, _) = encode(&[vec![snapshot(0, 1)]]);
+            let (second, _) = encode(&[vec![snapshot(1, 1)]]);
+            let debris = b"{\"id\": \"t9\n";
+            let seal = format!(
+                "{{\"torn_tail\": [{}, {}]}}\n",
+                first.len(),
+                debris.len() as u64 + length_error
+            );
+            let bytes = [first, debris.to_vec(), seal.into_bytes(), second].concat();
+            std::fs::write(&path, &bytes).unwrap();
+            let mut log = TaskLog::new(path);
+            log.catch_up().map(|_| log.index().ids().to_vec())
+        };
+        assert_eq!(fold(0).unwrap(), [id(0), id(1)]);
+        assert!(matches!(fold(1), Err(Error::CorruptStore { .. })));
+    }
 }
