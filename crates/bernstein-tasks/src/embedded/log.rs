@@ -1384,4 +1384,27 @@ mod tests {
         assert_eq!(fold(0).unwrap(), [id(0), id(1)]);
         assert!(matches!(fold(1), Err(Error::CorruptStore { .. })));
     }
+
+    /// The line kept to check the prefix is the last complete record's, also after a catch-up
+    /// that found only debris: a rewrite in place of that record is still noticed.
+    #[test]
+    fn debris_after_the_last_record_does_not_hide_a_rewrite_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let (bytes, _) = encode(&[vec![snapshot(0, 1)]]);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        let mut torn = bytes.clone();
+        torn.extend_from_slice(b"{\"id\": ");
+        std::fs::write(&path, &torn).unwrap();
+        log.catch_up().unwrap();
+        assert_eq!(log.tears_seen().len(), 1);
+        let rewritten = String::from_utf8(torn)
+            .unwrap()
+            .replacen("task 0", "task 7", 1);
+        std::fs::write(&path, rewritten).unwrap();
+        log.catch_up().unwrap();
+        assert_eq!(log.stats().prefix_changes, 1, "{:?}", log.stats());
+    }
 }
