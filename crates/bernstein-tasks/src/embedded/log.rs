@@ -1407,4 +1407,33 @@ mod tests {
         log.catch_up().unwrap();
         assert_eq!(log.stats().prefix_changes, 1, "{:?}", log.stats());
     }
+
+    /// A corrupt line is named by its line in the file: blank lines and sealed debris count.
+    #[test]
+    fn corrupt_lines_are_numbered_counting_blank_lines_and_sealed_debris() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let (first, _) = encode(&[vec![snapshot(0, 1)]]);
+        let (second, _) = encode(&[vec![snapshot(1, 1)]]);
+        let before_debris = first.len() + 1 + second.len();
+        let debris = b"{\"id\": \"t9\n";
+        let seal = format!("{{\"torn_tail\": [{before_debris}, {}]}}\n", debris.len());
+        let bytes = [
+            first,
+            b"\n".to_vec(),
+            second,
+            debris.to_vec(),
+            seal.into_bytes(),
+            b"not a record\n".to_vec(),
+        ]
+        .concat();
+        std::fs::write(&path, &bytes).unwrap();
+        let mut log = TaskLog::new(path);
+        let err = log.catch_up().unwrap_err();
+        assert!(
+            matches!(err, Error::CorruptStore { line: Some(6), .. }),
+            "{err}"
+        );
+        assert_eq!(log.index().ids(), [id(0), id(1)]);
+    }
 }
