@@ -1436,4 +1436,32 @@ mod tests {
         );
         assert_eq!(log.index().ids(), [id(0), id(1)]);
     }
+
+    /// A transaction's records are numbered 1 to n with the same n throughout; a record out of
+    /// turn, or one that changes n, is a corrupt line, never part of a transaction.
+    #[test]
+    fn a_transaction_out_of_turn_or_changing_its_size_is_corrupt() {
+        let fold = |lines: &[String]| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("tasks.jsonl");
+            let (after, _) = encode(&[vec![snapshot(5, 1)]]);
+            let mut bytes = lines.concat().into_bytes();
+            bytes.extend_from_slice(&after);
+            std::fs::write(&path, &bytes).unwrap();
+            let mut log = TaskLog::new(path);
+            log.catch_up().map(|_| log.len())
+        };
+        let line = |n: usize, batch: (usize, usize)| snapshot(n, 1).to_line(Some(batch));
+        assert_eq!(fold(&[line(0, (1, 2)), line(1, (2, 2))]).unwrap(), 3);
+        for lines in [
+            [line(0, (2, 2)), line(1, (1, 2))],
+            [line(0, (1, 3)), line(1, (2, 2))],
+        ] {
+            let err = fold(&lines).unwrap_err();
+            assert!(
+                matches!(&err, Error::CorruptStore { problem, .. } if problem.contains("was due")),
+                "{err}"
+            );
+        }
+    }
 }
