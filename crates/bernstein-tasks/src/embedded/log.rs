@@ -1464,4 +1464,27 @@ mod tests {
             );
         }
     }
+
+    /// A line of exactly the cap (its newline included) is still parsed; one byte more is
+    /// refused unparsed.
+    #[test]
+    fn a_line_at_the_cap_is_parsed_and_one_byte_more_is_refused() {
+        let problem = |line_bytes: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("tasks.jsonl");
+            let (mut bytes, _) = encode(&[vec![snapshot(0, 1)]]);
+            bytes.extend(std::iter::repeat_n(b'x', line_bytes - 1));
+            bytes.push(b'\n');
+            std::fs::write(&path, &bytes).unwrap();
+            match TaskLog::new(path).catch_up() {
+                Err(Error::CorruptStore { line, problem, .. }) => {
+                    assert_eq!(line, Some(2));
+                    problem
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(!problem(MAX_LINE_BYTES).contains("longer than"));
+        assert!(problem(MAX_LINE_BYTES + 1).contains("longer than"));
+    }
 }
