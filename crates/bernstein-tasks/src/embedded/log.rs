@@ -1487,4 +1487,29 @@ mod tests {
         assert!(!problem(MAX_LINE_BYTES).contains("longer than"));
         assert!(problem(MAX_LINE_BYTES + 1).contains("longer than"));
     }
+
+    /// An append numbers its records' lines after those already in the log, so the evidence
+    /// a transaction owes names the line of its last record; each durable append counts one
+    /// sync.
+    #[test]
+    fn appended_records_are_numbered_after_the_lines_before_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let mut log = TaskLog::new(path);
+        log.catch_up().unwrap();
+        log.append(vec![snapshot(0, 1)], None, true).unwrap();
+        log.append(vec![snapshot(1, 1)], None, false).unwrap();
+        let evidence = Object::new().with("audit", Value::Array(Vec::new()));
+        log.append(
+            vec![snapshot(2, 1), snapshot(3, 1), snapshot(4, 1)],
+            Some(evidence),
+            true,
+        )
+        .unwrap();
+        assert_eq!(log.stats().syncs, 2);
+        let owed = log.owed().unwrap();
+        assert_eq!(owed.len(), 1);
+        assert_eq!(owed[0].line, 5);
+        assert_eq!(log.lines(), 5);
+    }
 }
