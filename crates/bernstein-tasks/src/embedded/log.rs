@@ -1512,4 +1512,27 @@ mod tests {
         assert_eq!(owed[0].line, 5);
         assert_eq!(log.lines(), 5);
     }
+
+    /// A complete record another writer appended without the lock after our catch-up is
+    /// folded before our own append, never sealed as debris.
+    #[test]
+    fn a_lockless_writers_complete_record_is_folded_before_an_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        log.append(vec![snapshot(0, 1)], None, true).unwrap();
+        let (theirs, _) = encode(&[vec![snapshot(1, 1)]]);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, &theirs).unwrap();
+        log.append(vec![snapshot(2, 1)], None, true).unwrap();
+        assert!(log.tears_seen().is_empty(), "{:?}", log.tears_seen());
+        let mut fresh = TaskLog::new(path);
+        fresh.catch_up().unwrap();
+        assert_eq!(fresh.index().ids(), [id(0), id(1), id(2)]);
+        assert!(fresh.tears_seen().is_empty());
+    }
 }
