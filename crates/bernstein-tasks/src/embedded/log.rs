@@ -1535,4 +1535,82 @@ mod tests {
         assert_eq!(fresh.index().ids(), [id(0), id(1), id(2)]);
         assert!(fresh.tears_seen().is_empty());
     }
+
+    /// An append after debris seals it in the same write and numbers the lines and offsets of
+    /// its records after the debris and the seal.
+    #[test]
+    fn an_append_after_debris_counts_the_debris_and_the_seal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let (mut bytes, _) = encode(&[vec![snapshot(0, 1)]]);
+        // A transaction torn after its first record, in the middle of its second.
+        bytes.extend_from_slice(snapshot(8, 1).to_line(Some((1, 2))).as_bytes());
+        bytes.extend_from_slice(b"{\"id\": \"t9");
+        std::fs::write(&path, &bytes).unwrap();
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        let evidence = Object::new().with("audit", Value::Array(Vec::new()));
+        log.append(vec![snapshot(1, 1)], Some(evidence), true)
+            .unwrap();
+        // Line 1 the record, 2 and 3 the debris (a newline added), 4 the seal, 5 ours.
+        assert_eq!(log.lines(), 5);
+        assert_eq!(log.owed().unwrap()[0].line, 5);
+        // Pushed out of the cache, the record is read back from where the index says it is.
+        log.append((10..140).map(|n| snapshot(n, 1)).collect(), None, true)
+            .unwrap();
+        assert_eq!(log.load(&id(1)).unwrap().unwrap().task.id, id(1));
+        let mut fresh = TaskLog::new(path);
+        fresh.catch_up().unwrap();
+        assert_eq!(fresh.len(), 132);
+    }
+
+    /// Debris up to a line's cap is sealed; more than that is refused, naming the line after
+    /// the last record, and nothing is written.
+    #[test]
+    fn debris_over_the_line_cap_is_refused_and_left_alone() {
+        let sealed = |debris_len: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("tasks.jsonl");
+            let (mut bytes, _) = encode(&[vec![snapshot(0, 1)]]);
+            bytes.extend(std::iter::repeat_n(b'x', debris_len));
+            std::fs::write(&path, &bytes).unwrap();
+            let mut log = TaskLog::new(path.clone());
+            log.catch_up().unwrap();
+            let appended = log.append(vec![snapshot(1, 1)], None, true);
+            let unchanged = std::fs::metadata(&path).unwrap().len() == bytes.len() as u64;
+            (appended.map(|_| ()), unchanged)
+        };
+        let (appended, _) = sealed(MAX_LINE_BYTES);
+        appended.unwrap();
+        let (appended, unchanged) = sealed(MAX_LINE_BYTES + 1);
+        assert!(
+            matches!(appended, Err(Error::CorruptStore { line: Some(2), .. })),
+            "{appended:?}"
+        );
+        assert!(unchanged);
+    }
+
+    /// After a compaction each record sits on the line of its creation slot, and a record
+    /// found changed under the store is named by that line.
+    #[test]
+    fn compacted_records_are_numbered_by_their_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let (bytes, _) = encode(&[
+            vec![snapshot(0, 1)],
+            vec![snapshot(1, 1)],
+            vec![snapshot(1, 2)],
+        ]);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        log.compact().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("\"t1\"", "\"t7\"")).unwrap();
+        let err = log.load(&id(1)).unwrap_err();
+        assert!(
+            matches!(err, Error::CorruptStore { line: Some(2), .. }),
+            "{err}"
+        );
+    }
 }
