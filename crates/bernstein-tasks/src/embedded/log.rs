@@ -1613,4 +1613,29 @@ mod tests {
             "{err}"
         );
     }
+
+    /// A compaction keeps the compacted file's last line to check: nothing new reads just that
+    /// line, and a rewrite of it is noticed.
+    #[test]
+    fn after_a_compaction_the_last_line_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        let (bytes, _) = encode(&[vec![snapshot(0, 1)], vec![snapshot(1, 1)]]);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        log.compact().unwrap();
+        let before = log.stats();
+        log.catch_up().unwrap();
+        let last = snapshot(1, 1).to_line(None);
+        assert_eq!(
+            log.stats().check_bytes - before.check_bytes,
+            last.len() as u64
+        );
+        assert_eq!(log.stats().prefix_changes, 0);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("task 1", "task 7")).unwrap();
+        log.catch_up().unwrap();
+        assert_eq!(log.stats().prefix_changes, 1);
+    }
 }
