@@ -603,16 +603,21 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"one\ntwo\n");
     }
 
+    /// `path` opened for reading and writing, as a writer holds a file it may cut.
+    fn open_rw(path: &Path) -> File {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
     #[test]
     fn a_torn_tail_is_recorded_then_cut() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.jsonl");
         fs::write(&path, b"{\"a\": 1}\n{\"b\": ").unwrap();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
+        let mut file = open_rw(&path);
         let cut = recover_torn_tail(dir.path(), &mut file, &path)
             .unwrap()
             .unwrap();
@@ -649,11 +654,7 @@ mod tests {
             let mut bytes = b"{}\n".to_vec();
             bytes.extend_from_slice(tail);
             fs::write(&path, &bytes).unwrap();
-            let mut file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .unwrap();
+            let mut file = open_rw(&path);
             let cut = recover_torn_tail(dir.path(), &mut file, &path)
                 .unwrap()
                 .unwrap();
@@ -729,11 +730,7 @@ mod tests {
         // The next record does not fuse with the torn one.
         let torn = dir.path().join("t.jsonl");
         fs::write(&torn, b"{}\nxy").unwrap();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&torn)
-            .unwrap();
+        let mut file = open_rw(&torn);
         recover_torn_tail(dir.path(), &mut file, &torn)
             .unwrap()
             .unwrap();

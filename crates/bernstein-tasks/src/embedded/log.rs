@@ -1233,6 +1233,17 @@ mod tests {
         }
     }
 
+    /// A log holding `bytes` in a new temporary directory (kept alive by the first item),
+    /// caught up.
+    fn caught_up(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf, TaskLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tasks.jsonl");
+        std::fs::write(&path, bytes).unwrap();
+        let mut log = TaskLog::new(path.clone());
+        log.catch_up().unwrap();
+        (dir, path, log)
+    }
+
     fn id(n: usize) -> TaskId {
         TaskId::parse(&format!("t{n}")).unwrap()
     }
@@ -1322,12 +1333,8 @@ mod tests {
     /// a reason other than being absent is an error, never an empty log.
     #[test]
     fn a_log_that_cannot_be_opened_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tasks.jsonl");
         let (bytes, _) = encode(&[vec![snapshot(0, 1)]]);
-        std::fs::write(&path, &bytes).unwrap();
-        let mut log = TaskLog::new(path.clone());
-        log.catch_up().unwrap();
+        let (_dir, path, mut log) = caught_up(&bytes);
         assert_eq!(log.len(), 1);
         // Removed, it is an empty log read again from nothing.
         std::fs::remove_file(&path).unwrap();
@@ -1341,12 +1348,8 @@ mod tests {
     /// its bound, however long the log already is, and declines beyond it, reading nothing.
     #[test]
     fn a_brief_catch_up_is_bounded_by_the_appended_bytes_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tasks.jsonl");
         let (bytes, _) = encode(&(0..20).map(|n| vec![snapshot(n, 1)]).collect::<Vec<_>>());
-        std::fs::write(&path, &bytes).unwrap();
-        let mut log = TaskLog::new(path.clone());
-        log.catch_up().unwrap();
+        let (_dir, path, mut log) = caught_up(&bytes);
         let (more, _) = encode(&[vec![snapshot(20, 1)]]);
         let mut file = std::fs::OpenOptions::new()
             .append(true)
@@ -1389,12 +1392,8 @@ mod tests {
     /// that found only debris: a rewrite in place of that record is still noticed.
     #[test]
     fn debris_after_the_last_record_does_not_hide_a_rewrite_of_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tasks.jsonl");
         let (bytes, _) = encode(&[vec![snapshot(0, 1)]]);
-        std::fs::write(&path, &bytes).unwrap();
-        let mut log = TaskLog::new(path.clone());
-        log.catch_up().unwrap();
+        let (_dir, path, mut log) = caught_up(&bytes);
         let mut torn = bytes.clone();
         torn.extend_from_slice(b"{\"id\": ");
         std::fs::write(&path, &torn).unwrap();
@@ -1540,15 +1539,11 @@ mod tests {
     /// its records after the debris and the seal.
     #[test]
     fn an_append_after_debris_counts_the_debris_and_the_seal() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tasks.jsonl");
         let (mut bytes, _) = encode(&[vec![snapshot(0, 1)]]);
         // A transaction torn after its first record, in the middle of its second.
         bytes.extend_from_slice(snapshot(8, 1).to_line(Some((1, 2))).as_bytes());
         bytes.extend_from_slice(b"{\"id\": \"t9");
-        std::fs::write(&path, &bytes).unwrap();
-        let mut log = TaskLog::new(path.clone());
-        log.catch_up().unwrap();
+        let (_dir, path, mut log) = caught_up(&bytes);
         let evidence = Object::new().with("audit", Value::Array(Vec::new()));
         log.append(vec![snapshot(1, 1)], Some(evidence), true)
             .unwrap();
@@ -1618,12 +1613,8 @@ mod tests {
     /// line, and a rewrite of it is noticed.
     #[test]
     fn after_a_compaction_the_last_line_is_checked() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("tasks.jsonl");
         let (bytes, _) = encode(&[vec![snapshot(0, 1)], vec![snapshot(1, 1)]]);
-        std::fs::write(&path, &bytes).unwrap();
-        let mut log = TaskLog::new(path.clone());
-        log.catch_up().unwrap();
+        let (_dir, path, mut log) = caught_up(&bytes);
         log.compact().unwrap();
         let before = log.stats();
         log.catch_up().unwrap();
