@@ -435,3 +435,57 @@ pub(crate) fn check_history(
 pub(crate) fn plan_text(plan: &Object) -> String {
     render_indent2(&Value::Object(plan.clone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// What the test subscriber wrote, shared so that the test can read it back.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Each evidence failure reaches the operator as a warning naming what was not written,
+    /// the task, and why.
+    #[test]
+    fn each_evidence_failure_is_logged_as_a_warning() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            warn(&[EvidenceFailure {
+                target: "audit event task.created".to_owned(),
+                task_id: "abc".to_owned(),
+                message: "disk full".to_owned(),
+            }]);
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("WARN"), "{text}");
+        assert!(text.contains("task_id=abc"), "{text}");
+        assert!(
+            text.contains(
+                "audit event task.created not written after the task change was stored: disk full"
+            ),
+            "{text}"
+        );
+    }
+}
