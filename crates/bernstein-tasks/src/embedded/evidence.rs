@@ -488,4 +488,19 @@ mod tests {
             "{text}"
         );
     }
+
+    /// A gap reads as `file:line: kind: detail`, as compilers and `grep -n` print places.
+    #[test]
+    fn a_gap_reads_as_file_line_kind_detail() {
+        let gap = EvidenceGap {
+            file: PathBuf::from(".sdd/runtime/tasks.jsonl"),
+            line: 7,
+            kind: "missing_plan",
+            detail: "plan p is not in .sdd/plans".to_owned(),
+        };
+        assert_eq!(
+            gap.to_string(),
+            ".sdd/runtime/tasks.jsonl:7: missing_plan: plan p is not in .sdd/plans"
+        );
+    }
 }

@@ -120,6 +120,33 @@ fn a_hostile_backlog_claim_time_is_reported_and_skipped() {
     );
 }
 
+/// A transaction whose evidence marker is missing is named, and only that one.
+#[test]
+fn only_the_transaction_without_its_marker_is_named_unwritten() {
+    let (dir, store) = project();
+    store.create_task(request("one")).unwrap();
+    store.create_task(request("two")).unwrap();
+    let log = runtime(dir.path()).join("tasks.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[1].starts_with("{\"evidence_written\""),
+        "{}",
+        lines[1]
+    );
+    // Blanked, not removed: markers name byte offsets, which must not move.
+    let blank = " ".repeat(lines[1].len());
+    let without = [lines[0], blank.as_str(), lines[2], lines[3]].join("\n") + "\n";
+    std::fs::write(&log, without).unwrap();
+    let gaps = verify_task_log(dir.path(), None).unwrap();
+    let unwritten: Vec<u64> = gaps
+        .iter()
+        .filter(|g| g.kind == "unwritten_evidence")
+        .map(|g| g.line)
+        .collect();
+    assert_eq!(unwritten, [1], "{gaps:?}");
+}
+
 /// Debris at the end of the log (an unfinished write) is named as a torn tail on the line
 /// after the last complete record, with its offset and length.
 #[test]
