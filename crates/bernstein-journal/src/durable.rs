@@ -79,6 +79,113 @@ pub(crate) fn sync_file(file: &File) -> io::Result<()> {
         return Err(io::Error::other("injected fsync failure (test seam)"));
     }
     count_fsync();
+    timed_sync(file)
+}
+
+/// A thread that fsyncs appended files for one writer, so that the writer's own thread can make
+/// a second file durable at the same time (`JournalWriter::append_group_overlapping_then`: the
+/// anchoring row's fsync runs here while the caller appends and fsyncs the audit entries).
+/// Two fsyncs of different files overlap on the device; one after the other they cost twice
+/// one. The thread starts with the first [`SyncHelper::start`] and ends when the helper is
+/// dropped. A fsync started here is counted on the thread that started it
+/// ([`thread_fsync_count`]), so a caller counts what its operation made durable wherever the
+/// fsync ran.
+#[derive(Default)]
+pub(crate) struct SyncHelper {
+    thread: Option<HelperThread>,
+}
+
+impl std::fmt::Debug for SyncHelper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncHelper")
+            .field("running", &self.thread.is_some())
+            .finish()
+    }
+}
+
+struct HelperThread {
+    requests: std::sync::mpsc::Sender<File>,
+    results: std::sync::mpsc::Receiver<io::Result<()>>,
+}
+
+/// A fsync [`SyncHelper::start`] began; [`SyncHelper::finish`] waits for its result.
+pub(crate) enum StartedSync {
+    /// The helper thread is syncing the file.
+    Sent,
+    /// The result is known already (a test seam's injected failure, or a descriptor that could
+    /// not be duplicated).
+    Done(io::Result<()>),
+    /// No helper thread could be started: the file is synced when the result is waited for.
+    Inline(File),
+}
+
+impl SyncHelper {
+    /// Starts fsyncing `file` on the helper thread (started now if it is not running).
+    pub(crate) fn start(&mut self, file: &File) -> StartedSync {
+        #[cfg(test)]
+        if seams::take_fsync_failure() {
+            return StartedSync::Done(Err(io::Error::other("injected fsync failure (test seam)")));
+        }
+        count_fsync();
+        let file = match file.try_clone() {
+            Ok(file) => file,
+            Err(err) => return StartedSync::Done(Err(err)),
+        };
+        if self.thread.is_none() {
+            self.thread = HelperThread::spawn();
+        }
+        match &self.thread {
+            Some(thread) => match thread.requests.send(file) {
+                Ok(()) => StartedSync::Sent,
+                Err(unsent) => {
+                    self.thread = None;
+                    StartedSync::Inline(unsent.0)
+                }
+            },
+            None => StartedSync::Inline(file),
+        }
+    }
+
+    /// The result of the fsync `started` began.
+    pub(crate) fn finish(&mut self, started: StartedSync) -> io::Result<()> {
+        match started {
+            StartedSync::Done(result) => result,
+            StartedSync::Inline(file) => timed_sync(&file),
+            StartedSync::Sent => {
+                let received = self.thread.as_ref().map(|thread| thread.results.recv());
+                match received {
+                    Some(Ok(result)) => result,
+                    _ => {
+                        self.thread = None;
+                        Err(io::Error::other("the fsync helper thread stopped"))
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl HelperThread {
+    /// `None` when the thread cannot be started; the caller then syncs inline.
+    fn spawn() -> Option<HelperThread> {
+        let (requests, files) = std::sync::mpsc::channel::<File>();
+        let (answers, results) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("evidence-sync".to_owned())
+            .spawn(move || {
+                for file in files {
+                    if answers.send(timed_sync(&file)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(HelperThread { requests, results })
+    }
+}
+
+/// `file.sync_all()`, timed into [`FSYNC_SECONDS_METRIC`].
+fn timed_sync(file: &File) -> io::Result<()> {
     let started = std::time::Instant::now();
     let synced = file.sync_all();
     metrics::histogram!(FSYNC_SECONDS_METRIC).record(started.elapsed().as_secs_f64());
@@ -196,6 +303,16 @@ pub(crate) fn append_durably(file: &mut File, old_len: u64, bytes: &[u8]) -> io:
         // The caller's lock excludes every other writer of ours, so the bytes past `old_len`
         // are this row's alone. A failed rollback leaves a torn or complete unacknowledged
         // row, which the next writer's torn-tail recovery or the verifier reports.
+        let _ = file.set_len(old_len).and_then(|()| file.sync_all());
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// [`append_durably`] without the fsync: the caller makes the bytes durable itself (with a
+/// [`SyncHelper`]) before acknowledging them. A failed write is taken back the same way.
+pub(crate) fn append_unsynced(file: &mut File, old_len: u64, bytes: &[u8]) -> io::Result<()> {
+    if let Err(err) = file.write_all(bytes) {
         let _ = file.set_len(old_len).and_then(|()| file.sync_all());
         return Err(err);
     }

@@ -220,13 +220,32 @@ fn group_failure(err: Error, calls: usize) -> Vec<Result<AnchoredCall>> {
         .collect()
 }
 
+/// What settling the journal's call rows against the chain found ([`Anchor::settle`]).
+enum Settlement {
+    /// The entries owed for rows whose process stopped before their entries (maybe none).
+    Abandoned(Vec<AuditEvent>),
+    /// The details of the entries whose rows a crash lost, oldest first.
+    Lost(Vec<Object>),
+}
+
+/// The payload of a `mcp.stateless_call` row: every key it hashes is also in the call's audit
+/// entry, so a row lost in a crash is rebuilt from the entry and hashes the same.
+fn call_row_payload(method: &str, call_index: PyValue, trace_id: &str, span_id: &str) -> Object {
+    Object::new()
+        .with("method", method)
+        .with("call_index", call_index)
+        .with("trace_id", trace_id)
+        .with("span_id", span_id)
+}
+
 /// The journal writer and what this anchor knows about the journal's last call row.
 #[derive(Debug)]
 struct AnchorWriter {
     journal: JournalWriter,
     /// The `event_hash` of the last `mcp.stateless_call` row known to be settled (its audit
     /// entry, or an abandonment entry, is in the chain). While the journal's last call row is
-    /// this one, no search of the chain is needed.
+    /// this one, no search of the chain is needed. An empty string: the journal held no call
+    /// row when the chain was last searched.
     settled: Option<String>,
 }
 
@@ -427,35 +446,58 @@ impl Anchor {
         let abandoned: RefCell<Vec<AuditEvent>> = RefCell::new(Vec::new());
         let settle_failure: RefCell<Option<bernstein_journal::Error>> = RefCell::new(None);
         let settled_head: RefCell<Option<String>> = RefCell::new(None);
+        // The call rows rebuilt from their audit entries (a crash kept the entries and lost
+        // the rows), each with the `journal_head` its entry names; they lead the group.
+        let rebuilt: RefCell<Vec<String>> = RefCell::new(Vec::new());
         // A poisoned lock only means another group panicked mid-append; the journal itself is
         // re-read under its file lock, so the writer is still sound to use.
         let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let AnchorWriter { journal, settled } = &mut *writer;
-        let appended = journal.append_group_then(
+        let appended = journal.append_group_overlapping_then(
             STATELESS_CALL_EVENT,
             |journal| {
-                let first_index = journal.count_of(STATELESS_CALL_EVENT);
+                let rows_held = journal.count_of(STATELESS_CALL_EVENT);
+                let mut payloads = Vec::with_capacity(calls.len());
                 // Settle the rows before this group's: they concern earlier calls, so this is
                 // done even when every call of the group is then refused. The chain is
                 // searched only when the last row is not the one this anchor itself
-                // completed (or settled) last time.
-                if let Some(last) = journal.last_of(STATELESS_CALL_EVENT) {
-                    let head = last.get("event_hash").and_then(PyValue::as_str);
-                    if head.is_none() || head != settled.as_deref() {
-                        match self.unsettled_call_rows(journal, first_index) {
-                            Ok(events) => {
-                                *abandoned.borrow_mut() = events;
-                                *settled_head.borrow_mut() = head.map(str::to_owned);
-                            }
-                            Err(err) => {
-                                *settle_failure.borrow_mut() = Some(err);
-                                return Vec::new();
+                // completed (or settled) last time; with no row yet, only once.
+                let last = journal.last_of(STATELESS_CALL_EVENT);
+                let head = last.and_then(|last| last.get("event_hash").and_then(PyValue::as_str));
+                let unsettled = match last {
+                    Some(_) => head.is_none() || head != settled.as_deref(),
+                    None => settled.is_none(),
+                };
+                if unsettled {
+                    match self.settle(journal, rows_held) {
+                        Ok(Settlement::Abandoned(events)) => *abandoned.borrow_mut() = events,
+                        Ok(Settlement::Lost(entries)) => {
+                            let mut rebuilt = rebuilt.borrow_mut();
+                            for details in entries {
+                                let text = |key: &str| {
+                                    details
+                                        .get(key)
+                                        .and_then(PyValue::as_str)
+                                        .unwrap_or_default()
+                                };
+                                rebuilt.push(text("journal_head").to_owned());
+                                payloads.push(call_row_payload(
+                                    text("method"),
+                                    details.get("call_index").cloned().unwrap_or(PyValue::Null),
+                                    text("trace_id"),
+                                    text("span_id"),
+                                ));
                             }
                         }
+                        Err(err) => {
+                            *settle_failure.borrow_mut() = Some(err);
+                            return Vec::new();
+                        }
                     }
+                    *settled_head.borrow_mut() = Some(head.unwrap_or_default().to_owned());
                 }
+                let first_index = rows_held + payloads.len() as u64;
                 let mut outcomes = outcomes.borrow_mut();
-                let mut payloads = Vec::with_capacity(calls.len());
                 let mut next = first_index;
                 for call in calls {
                     let refused = match &call.claim {
@@ -477,13 +519,12 @@ impl Anchor {
                             span_id_for_call(&call.content_hash, next),
                         ),
                     };
-                    payloads.push(
-                        Object::new()
-                            .with("method", call.method.as_str())
-                            .with("call_index", next)
-                            .with("trace_id", trace_id.as_str())
-                            .with("span_id", span_id.as_str()),
-                    );
+                    payloads.push(call_row_payload(
+                        call.method.as_str(),
+                        PyValue::from(next),
+                        trace_id.as_str(),
+                        span_id.as_str(),
+                    ));
                     outcomes.push(Outcome::Anchored {
                         method: call.method.clone(),
                         call_index: next,
@@ -498,6 +539,22 @@ impl Anchor {
                 if settle_failure.borrow().is_some() {
                     return Ok(Vec::new());
                 }
+                // A rebuilt row must hash as the row its entry names did, or it is not that
+                // row: the group is refused and its rows taken back.
+                let rebuilt = rebuilt.borrow();
+                for (row, named) in rows.iter().zip(rebuilt.iter()) {
+                    if row.event_hash != *named {
+                        return Err(bernstein_journal::Error::JournalUnusable {
+                            path: self.journal_path(),
+                            reason: format!(
+                                "the audit entry of the call row at index {} names journal head \
+                                 {named}, but the row rebuilt from that entry hashes to {}",
+                                row.index, row.event_hash
+                            ),
+                        });
+                    }
+                }
+                let rows = &rows[rebuilt.len().min(rows.len())..];
                 // The settling entries go first: they hold lower call indexes, and entries of
                 // one run are written in call-index order.
                 let mut events = abandoned.borrow().clone();
@@ -545,8 +602,9 @@ impl Anchor {
             *settled = Some(last.event_hash.clone());
         }
         drop(writer);
-        let first_call_record = records.len() - rows.len();
-        let mut anchored = rows.iter().zip(&records[first_call_record..]);
+        let new_rows = &rows[rebuilt.into_inner().len().min(rows.len())..];
+        let first_call_record = records.len() - new_rows.len();
+        let mut anchored = new_rows.iter().zip(&records[first_call_record..]);
         outcomes
             .into_inner()
             .into_iter()
@@ -578,27 +636,98 @@ impl Anchor {
             .collect()
     }
 
-    /// The `mcp.stateless_call_abandoned` entries owed for the journal's call rows that have
-    /// no entry in the chain (`call_rows` is the number of call rows, read under the
+    /// The anchoring journal's path, for error messages: `<.sdd>/runs/<run_id>/journal.jsonl`
+    /// beside the audit directory.
+    fn journal_path(&self) -> PathBuf {
+        let sdd = self.audit.dir().parent().unwrap_or(self.audit.dir());
+        sdd.join("runs").join(&self.run_id).join("journal.jsonl")
+    }
+
+    /// What the chain says of the journal's call rows (`call_rows` of them, read under the
     /// journal's lock the caller holds). Entries of one run are written in call-index order,
-    /// so the run's newest entry in the chain tells which rows have theirs: every row after
-    /// it was written by a process that stopped before its group's audit entries, so those
-    /// calls were never answered and never ran.
-    fn unsettled_call_rows(
+    /// so the run's newest entry in the chain tells which rows have theirs:
+    /// * every row after it was written by a process that stopped before its group's audit
+    ///   entries, so those calls were never answered and never ran: they are owed
+    ///   `mcp.stateless_call_abandoned` entries ([`Settlement::Abandoned`]);
+    /// * when it names a call index the journal does not hold, a crash (a power cut: rows and
+    ///   entries are fsynced side by side) kept the entries and lost the rows, and the entries
+    ///   of the lost rows, oldest first, are returned to rebuild them ([`Settlement::Lost`]).
+    fn settle(
         &self,
         journal: &JournalSummary<'_>,
         call_rows: u64,
-    ) -> std::result::Result<Vec<AuditEvent>, bernstein_journal::Error> {
-        let Some(last_index) = call_rows.checked_sub(1) else {
-            return Ok(Vec::new());
-        };
-        let Some(newest) = self.newest_entry_index(last_index)? else {
-            return self.abandoned_entries(journal, call_rows, 0);
-        };
-        if newest >= last_index {
-            return Ok(Vec::new());
+    ) -> std::result::Result<Settlement, bernstein_journal::Error> {
+        let newest = self.newest_entry_index(call_rows.saturating_sub(1))?;
+        match newest {
+            None if call_rows == 0 => Ok(Settlement::Abandoned(Vec::new())),
+            None => self
+                .abandoned_entries(journal, call_rows, 0)
+                .map(Settlement::Abandoned),
+            Some(newest) if newest < call_rows => self
+                .abandoned_entries(journal, call_rows, newest + 1)
+                .map(Settlement::Abandoned),
+            Some(newest) => {
+                tracing::warn!(
+                    run_id = self.run_id.as_str(),
+                    from = call_rows,
+                    to = newest,
+                    "the audit chain records calls whose journal rows a crash lost; rebuilding \
+                     the rows from their audit entries"
+                );
+                (call_rows..=newest)
+                    .map(|call_index| self.entry_of_call(call_index))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map(Settlement::Lost)
+            }
         }
-        self.abandoned_entries(journal, call_rows, newest + 1)
+    }
+
+    /// The details of this run's entry for `call_index` (a call or an abandonment), which the
+    /// chain must hold: entries of one run are written in call-index order, and a newer one
+    /// is there.
+    fn entry_of_call(
+        &self,
+        call_index: u64,
+    ) -> std::result::Result<Object, bernstein_journal::Error> {
+        let run_id = self.run_id.as_str();
+        let wanted = |record: &Object| {
+            let kind = record.get("event_type").and_then(PyValue::as_str);
+            let details = record.get("details").and_then(PyValue::as_object);
+            matches!(kind, Some(STATELESS_CALL_EVENT | ABANDONED_CALL_EVENT))
+                && details
+                    .and_then(|d| d.get("run_id"))
+                    .and_then(PyValue::as_str)
+                    == Some(run_id)
+                && matches!(
+                    details.and_then(|d| d.get("call_index")),
+                    Some(PyValue::Int(i)) if i.as_u64() == Some(call_index)
+                )
+        };
+        let search_failed = |path: &Path, source| bernstein_journal::Error::Io {
+            op: "search",
+            path: path.to_path_buf(),
+            source,
+        };
+        let today = self.audit.current_segment_path();
+        let found = match audit::newest_record_in_segment_where(&today, self.audit.key(), &wanted)
+            .map_err(|source| search_failed(&today, source))?
+        {
+            Some(record) => Some(record),
+            None => audit::newest_record_where(self.audit.dir(), self.audit.key(), &wanted)
+                .map_err(|source| search_failed(self.audit.dir(), source))?,
+        };
+        found
+            .as_ref()
+            .and_then(|record| record.get("details"))
+            .and_then(PyValue::as_object)
+            .cloned()
+            .ok_or_else(|| bernstein_journal::Error::JournalUnusable {
+                path: self.journal_path(),
+                reason: format!(
+                    "the audit chain holds entries of run {run_id} past its journal's call rows \
+                     but none for call index {call_index}, so the lost rows cannot be rebuilt"
+                ),
+            })
     }
 
     /// The call index of the run's newest call or abandoned entry in the chain. Another
@@ -1457,6 +1586,142 @@ mod tests {
         assert!(order.ok(), "{:?}", order.problems);
         assert_eq!(order.abandoned.len() as u64, LEFT);
         assert_eq!(order.calls.len(), 3);
+    }
+
+    /// Cuts the anchoring journal of the project at `dir` back to its first `keep` lines, as a
+    /// power cut does to rows whose fsync had not returned, and returns the lines cut.
+    fn lose_rows_after(dir: &Path, keep: usize) -> Vec<String> {
+        let path = dir.join(".sdd/runs/mcp-calls/journal.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        let kept: String = lines[..keep]
+            .iter()
+            .map(|line| format!("{line}\n"))
+            .collect();
+        std::fs::write(&path, kept).unwrap();
+        lines[keep..].to_vec()
+    }
+
+    fn event_hash_of(line: &str) -> String {
+        let row = PyValue::parse(line).unwrap();
+        let row = row.as_object().unwrap();
+        row.get("event_hash")
+            .and_then(PyValue::as_str)
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Rows and entries are fsynced side by side, so a power cut can keep a group's audit
+    /// entries and lose its rows. The next server rebuilds each lost row from its entry (the
+    /// same payload at the same place hashes the same) before counting its own call, so no
+    /// call index is used twice and the journal's head is the one the entry named.
+    #[test]
+    fn call_rows_lost_in_a_crash_are_rebuilt_from_their_audit_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        {
+            let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+            for _ in 0..3 {
+                anchor.anchor("tools/call", Some(&params)).unwrap();
+            }
+        }
+        let lost = lose_rows_after(dir.path(), 1);
+        assert_eq!(lost.len(), 2);
+
+        let restarted = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let call = restarted.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(call.call_index, 3, "the lost rows' call indexes stay used");
+        let journal = load_run_journal(dir.path(), "mcp-calls").unwrap();
+        assert_eq!(journal.rows.len(), 4);
+        assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
+        let text =
+            std::fs::read_to_string(dir.path().join(".sdd/runs/mcp-calls/journal.jsonl")).unwrap();
+        let rebuilt: Vec<&str> = text.lines().skip(1).take(2).collect();
+        for (was, now) in lost.iter().zip(rebuilt) {
+            assert_eq!(event_hash_of(now), event_hash_of(was));
+        }
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
+        assert_eq!(indices, vec![0, 1, 2, 3]);
+        assert!(order.abandoned.is_empty());
+        let heads: Vec<&str> = order
+            .calls
+            .iter()
+            .map(|c| c.journal_head.as_str())
+            .collect();
+        let rows: Vec<String> = text.lines().map(event_hash_of).collect();
+        assert_eq!(heads, rows.iter().map(String::as_str).collect::<Vec<_>>());
+        // Settled once: the next call searches nothing and rebuilds nothing.
+        let next = restarted.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(next.call_index, 4);
+        assert_eq!(
+            load_run_journal(dir.path(), "mcp-calls")
+                .unwrap()
+                .rows
+                .len(),
+            5
+        );
+    }
+
+    /// A journal that lost every call row (its first group's rows) is rebuilt too: an empty
+    /// journal is checked against the chain once.
+    #[test]
+    fn a_journal_that_lost_every_call_row_is_rebuilt_from_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        Anchor::open(dir.path(), "mcp-calls", key())
+            .unwrap()
+            .anchor("tools/call", Some(&params))
+            .unwrap();
+        let lost = lose_rows_after(dir.path(), 0);
+        assert_eq!(lost.len(), 1);
+
+        let restarted = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let call = restarted.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(call.call_index, 1);
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        assert_eq!(order.calls.len(), 2);
+        assert_eq!(order.calls[0].journal_head, event_hash_of(&lost[0]));
+        assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
+    }
+
+    /// A row rebuilt from its entry must hash as the entry says, or it is not the row the
+    /// entry attests: the call is refused and neither the journal nor the chain changes.
+    #[test]
+    fn a_lost_row_that_its_entry_cannot_rebuild_refuses_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        {
+            let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+            anchor.anchor("tools/call", Some(&params)).unwrap();
+            anchor.anchor("tools/call", Some(&params)).unwrap();
+        }
+        lose_rows_after(dir.path(), 1);
+        // Another row took the lost row's place, so the rebuilt one would follow it and hash
+        // differently.
+        JournalWriter::open(dir.path(), "mcp-calls", HashProfile::PyJsonV1)
+            .unwrap()
+            .append(
+                "operator.note",
+                &Object::new().with("text", "after the crash"),
+            )
+            .unwrap();
+        let journal = dir.path().join(".sdd/runs/mcp-calls/journal.jsonl");
+        let journal_before = std::fs::read(&journal).unwrap();
+        let segment = AuditChain::open(audit_dir(dir.path()), key()).current_segment_path();
+        let chain_before = std::fs::read(&segment).unwrap();
+
+        let restarted = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let err = restarted.anchor("tools/call", Some(&params)).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("the row rebuilt from that entry hashes to"),
+            "{text}"
+        );
+        assert_eq!(std::fs::read(&journal).unwrap(), journal_before);
+        assert_eq!(std::fs::read(&segment).unwrap(), chain_before);
     }
 
     /// A server killed mid-row leaves half a row in the shared anchoring journal; every later

@@ -38,7 +38,8 @@ use super::python::python_round3;
 use super::reader::{Classified, classify, for_each_physical_line, scan};
 use super::verify::{ChainCheck, detect_hash_profile, row_str};
 use crate::durable::{
-    append_durably, create_dir_all_durable, ensure_entry_durable, recover_torn_tail,
+    SyncHelper, append_durably, append_unsynced, create_dir_all_durable, ensure_entry_durable,
+    recover_torn_tail,
 };
 use crate::{Error, Result};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
@@ -194,6 +195,16 @@ pub struct JournalWriter<C: Clock = SystemClock> {
     known: Option<Known>,
     resolved: Option<ResolvedJournal>,
     stats: CatchUpStats,
+    sync_helper: SyncHelper,
+}
+
+/// Whether a group's fsync waits for the group's `then` or runs beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overlap {
+    /// The rows are fsynced before `then` runs.
+    None,
+    /// The rows' fsync runs on a helper thread while `then` runs.
+    WithThen,
 }
 
 /// What [`JournalWriter::append_counted`] tells its payload builder about the journal: the
@@ -273,6 +284,7 @@ impl<C: Clock> JournalWriter<C> {
             known: None,
             resolved: None,
             stats: CatchUpStats::default(),
+            sync_helper: SyncHelper::default(),
         })
     }
 
@@ -399,9 +411,53 @@ impl<C: Clock> JournalWriter<C> {
         F: FnOnce(&JournalSummary<'_>) -> Vec<Object>,
         G: FnOnce(&[AppendedRow]) -> Result<T>,
     {
+        self.append_group_with(event, build, then, Overlap::None)
+    }
+
+    /// [`JournalWriter::append_group_then`] with the group's fsync overlapping `then`: the rows
+    /// are written, their fsync starts on a helper thread, and `then` runs meanwhile (the
+    /// anchor appends and fsyncs its audit entries there), so the two fsyncs cost about one.
+    /// The method returns only once both are done, and it acknowledges nothing before: `Ok`
+    /// means the rows and whatever `then` wrote are durable.
+    ///
+    /// `then` sees rows that are written but may not be durable yet, so whatever it makes
+    /// durable can outlive them in a crash (a power cut, not a killed process, whose written
+    /// bytes the kernel still holds): the caller must be able to rebuild a lost row from what
+    /// `then` wrote, as the anchor rebuilds a call row from its audit entry (the row's
+    /// `event_hash` covers neither `ts` nor `elapsed_s`, so the rebuilt row hashes the same).
+    ///
+    /// # Errors
+    ///
+    /// As [`JournalWriter::append_group_then`]. When `then` succeeded but the rows' fsync
+    /// failed, the rows stay (what `then` made durable names them) and the fsync error is
+    /// returned.
+    pub fn append_group_overlapping_then<F, G, T>(
+        &mut self,
+        event: &str,
+        build: F,
+        then: G,
+    ) -> Result<(Vec<AppendedRow>, T)>
+    where
+        F: FnOnce(&JournalSummary<'_>) -> Vec<Object>,
+        G: FnOnce(&[AppendedRow]) -> Result<T>,
+    {
+        self.append_group_with(event, build, then, Overlap::WithThen)
+    }
+
+    fn append_group_with<F, G, T>(
+        &mut self,
+        event: &str,
+        build: F,
+        then: G,
+        overlap: Overlap,
+    ) -> Result<(Vec<AppendedRow>, T)>
+    where
+        F: FnOnce(&JournalSummary<'_>) -> Vec<Object>,
+        G: FnOnce(&[AppendedRow]) -> Result<T>,
+    {
         let (mut file, path) = self.open_locked()?;
         let locked = std::time::Instant::now();
-        let appended = self.append_group_locked(&mut file, &path, event, build, then);
+        let appended = self.append_group_locked(&mut file, &path, event, build, then, overlap);
         drop(file);
         self.stats.held(locked, &path);
         appended
@@ -415,6 +471,7 @@ impl<C: Clock> JournalWriter<C> {
         event: &str,
         build: F,
         then: G,
+        overlap: Overlap,
     ) -> Result<(Vec<AppendedRow>, T)>
     where
         F: FnOnce(&JournalSummary<'_>) -> Vec<Object>,
@@ -436,17 +493,24 @@ impl<C: Clock> JournalWriter<C> {
         // recent rows of every event on each append cost about a tenth of an anchored call.
         // After a failure the writer forgets what it knew, and the next append reads the
         // journal again, which is always right whatever the failure left.
-        let rows = self.write_rows(file, path, &mut known, event, &payloads)?;
-        match then(&rows) {
-            Ok(value) => {
+        let sync_now = overlap == Overlap::None;
+        let rows = self.write_rows(file, path, &mut known, event, &payloads, sync_now)?;
+        let started = (!sync_now && !rows.is_empty()).then(|| self.sync_helper.start(file));
+        let outcome = then(&rows);
+        let synced = started.map_or(Ok(()), |started| self.sync_helper.finish(started));
+        match (outcome, synced) {
+            (Ok(value), Ok(())) => {
                 self.known = Some(known);
                 Ok((rows, value))
             }
-            Err(err) if rows.is_empty() => {
+            // What `then` made durable names the rows, so they are not taken back; the writer
+            // forgets what it knew and reads the journal again at the next append.
+            (Ok(_), Err(err)) => Err(Error::io("fsync", path, err)),
+            (Err(err), _) if rows.is_empty() => {
                 self.known = Some(known);
                 Err(err)
             }
-            Err(err) => {
+            (Err(err), _) => {
                 // `known` is left unset either way: the next append reads the journal again.
                 if let Err(rollback) = file.set_len(size_before).and_then(|()| file.sync_all()) {
                     tracing::error!(
@@ -616,7 +680,14 @@ impl<C: Clock> JournalWriter<C> {
         event: &str,
         payload: &Object,
     ) -> Result<AppendedRow> {
-        let mut rows = self.write_rows(file, path, known, event, std::slice::from_ref(payload))?;
+        let mut rows = self.write_rows(
+            file,
+            path,
+            known,
+            event,
+            std::slice::from_ref(payload),
+            true,
+        )?;
         Ok(rows.remove(0))
     }
 
@@ -632,6 +703,7 @@ impl<C: Clock> JournalWriter<C> {
         known: &mut Known,
         event: &str,
         payloads: &[Object],
+        sync_now: bool,
     ) -> Result<Vec<AppendedRow>> {
         let (dev, ino, size) = known.identity;
         let mut head = known.head.clone();
@@ -689,7 +761,12 @@ impl<C: Clock> JournalWriter<C> {
             return Ok(appended);
         }
         // One write(2) on an O_APPEND descriptor; `write_all` only loops on a short write.
-        append_durably(file, size, &bytes).map_err(|err| Error::io("append to", path, err))?;
+        let written = if sync_now {
+            append_durably(file, size, &bytes)
+        } else {
+            append_unsynced(file, size, &bytes)
+        };
+        written.map_err(|err| Error::io("append to", path, err))?;
 
         known.identity = (dev, ino, size + bytes.len() as u64);
         known.next_index = index;
@@ -1552,6 +1629,88 @@ mod tests {
         assert!(matches!(failed, Err(Error::Encode(_))), "{failed:?}");
         assert_eq!(writer.append("a", &Object::new()).unwrap().index, 1);
         assert_eq!(writer.catch_up_stats().full_reads, before.full_reads);
+    }
+
+    /// An overlapped group is durable when it returns: its fsync ran beside `then` (on the
+    /// helper thread, counted on the caller's), and `then` saw the rows already written.
+    #[test]
+    fn an_overlapped_group_is_written_before_then_and_synced_before_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let journal = writer.path().unwrap();
+        let before = crate::durable::thread_fsync_count();
+        let (rows, seen) = writer
+            .append_group_overlapping_then(
+                "a",
+                |_| vec![Object::new().with("n", 1), Object::new().with("n", 2)],
+                |rows| Ok((rows.len(), std::fs::read_to_string(&journal).unwrap())),
+            )
+            .unwrap();
+        assert_eq!(crate::durable::thread_fsync_count() - before, 1);
+        assert_eq!(rows.len(), 2);
+        let (count, text) = seen;
+        assert_eq!(count, 2);
+        assert_eq!(
+            text.lines().count(),
+            3,
+            "then ran after the rows were written"
+        );
+        assert!(text.ends_with(&format!("{}\n", rows[1].line)));
+        assert_eq!(writer.append("a", &Object::new()).unwrap().index, 3);
+        assert!(
+            crate::run_journal::verify_run_journal(dir.path(), "r")
+                .unwrap()
+                .chain_consistent
+        );
+    }
+
+    /// When the rows' fsync fails after `then` succeeded, the group fails and its rows stay:
+    /// what `then` made durable names them.
+    #[test]
+    fn an_overlapped_group_whose_fsync_fails_keeps_its_rows_and_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        crate::durable::seams::fail_next_fsyncs(1);
+        let failed = writer.append_group_overlapping_then(
+            "a",
+            |_| vec![Object::new().with("n", 1)],
+            |_| Ok(()),
+        );
+        assert!(
+            matches!(&failed, Err(Error::Io { op: "fsync", .. })),
+            "{failed:?}"
+        );
+        let journal = writer.path().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&journal).unwrap().lines().count(),
+            2
+        );
+        assert_eq!(writer.append("a", &Object::new()).unwrap().index, 2);
+        assert!(
+            crate::run_journal::verify_run_journal(dir.path(), "r")
+                .unwrap()
+                .chain_consistent
+        );
+    }
+
+    /// When `then` fails, an overlapped group's rows are taken back as a plain group's are.
+    #[test]
+    fn an_overlapped_group_whose_then_fails_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let journal = writer.path().unwrap();
+        let size = std::fs::metadata(&journal).unwrap().len();
+        let failed = writer.append_group_overlapping_then(
+            "a",
+            |_| vec![Object::new().with("n", 1), Object::new().with("n", 2)],
+            |_| -> Result<()> { Err(Error::Encode("refused by then".to_owned())) },
+        );
+        assert!(matches!(failed, Err(Error::Encode(_))), "{failed:?}");
+        assert_eq!(std::fs::metadata(&journal).unwrap().len(), size);
+        assert_eq!(writer.append("a", &Object::new()).unwrap().index, 1);
     }
 
     /// A symlink that stays inside the root is refused as well: the journal is appended to
