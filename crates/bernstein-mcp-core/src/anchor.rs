@@ -10,13 +10,14 @@
 //! 2. The trace and span ids are content-derived ([`crate::ids`]): the trace from the run id,
 //!    the span from the request content (params without `_meta`) and the call index. A
 //!    well-formed client `traceparent` wins over both.
-//! 3. The row `{method, call_index, trace_id, span_id}` is appended and fsynced, then the audit
-//!    entry (`mcp.stateless_call`, actor `mcp_stateless_core`, resource the span id, details
+//! 3. The row `{method, call_index, trace_id, span_id}` is appended, then the audit entry
+//!    (`mcp.stateless_call`, actor `mcp_stateless_core`, resource the span id, details
 //!    `{run_id, method, call_index, trace_id, span_id, journal_head, cache_content_hash}` plus the
 //!    chain's `prev_chain_digest`) is appended and fsynced (FORMATS §2.6), still under the
-//!    journal's lock. When the audit append fails the call is refused and the journal row is
-//!    taken back, so the refused call does not use up its call index (which
-//!    [`reconstruct_call_order`] would otherwise report missing for ever).
+//!    journal's lock, while the row's fsync runs beside it on the journal writer's helper
+//!    thread; the call is answered after both. When the audit append fails the call is refused
+//!    and the journal row is taken back, so the refused call does not use up its call index
+//!    (which [`reconstruct_call_order`] would otherwise report missing for ever).
 //! 4. A process killed between the two appends leaves rows without entries; those calls were
 //!    never answered, so they never ran. Before the next calls are counted, still under the
 //!    journal's lock, the journal's trailing call rows are settled: unless the last one is the
@@ -27,17 +28,22 @@
 //!    earlier row was settled by some later group under the same lock. Each is written once,
 //!    since the search finds it next time. This event type is our extension (see
 //!    `docs/ARCHITECTURE.md`).
+//! 5. A power cut while the two fsyncs run can keep entries and lose their rows. The same
+//!    settle step then finds an entry past the journal's call rows and writes each lost row
+//!    again from its entry (the entry holds the whole payload, and the row's `event_hash` does
+//!    not cover `ts` or `elapsed_s`, so it hashes the same), checked against the entry's
+//!    `journal_head`, ahead of the group's rows.
 //!
 //! **Group commit.** Calls that arrive while a group is being committed wait for it, and the
 //! anchor's committer thread (for [`Anchor::anchor_queued`]) or the next thread of
 //! [`Anchor::anchor`] to find no commit in progress takes every waiting call (up to [`MAX_GROUP`])
-//! as one group: its rows go out in one write and one fsync of the journal, then the settling
-//! entries and the group's entries in one write and one fsync of the chain, so a burst of `n`
-//! concurrent calls costs two fsyncs per group instead of `2n`. Nothing changes in what is written:
+//! as one group: its rows go out in one write to the journal, then the settling entries and the
+//! group's entries in one write and one fsync of the chain while the journal's one fsync runs
+//! beside it, so a burst of `n` concurrent calls costs two fsyncs per group instead of `2n`. Nothing changes in what is written:
 //! each row and entry is byte for byte the one a lone call would write, call indexes are given in
 //! arrival order, and the chain holds the entries in call-index order. No call is answered before
 //! both fsyncs of its group succeeded; when the entries cannot be written, every call of the group
-//! gets the error and all its rows are taken back. A process killed between a group's two fsyncs
+//! gets the error and all its rows are taken back. A process killed between a group's two writes
 //! leaves up to [`MAX_GROUP`] rows without entries, which step 4 records as abandoned; the journal
 //! writer keeps that many recent rows of each event for it.
 //!
@@ -438,9 +444,9 @@ impl Anchor {
 
     /// Anchors one group of calls under the journal's lock: settles the rows another process
     /// left without audit entries, gives each call its index (refusing a call whose baggage
-    /// claim disagrees, which uses up no index), appends every row in one write and fsync,
-    /// then every audit entry (the settling ones first) in one write and fsync. Returns one
-    /// result per call, in order.
+    /// claim disagrees, which uses up no index), appends every row (the rebuilt ones first) in
+    /// one write, then every audit entry (the settling ones first) in one write and fsync while
+    /// the rows' fsync runs beside it. Returns one result per call, in order.
     fn anchor_group(&self, calls: &[&PendingCall]) -> Vec<Result<AnchoredCall>> {
         let outcomes: RefCell<Vec<Outcome>> = RefCell::new(Vec::with_capacity(calls.len()));
         let abandoned: RefCell<Vec<AuditEvent>> = RefCell::new(Vec::new());
