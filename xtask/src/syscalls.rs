@@ -68,9 +68,10 @@ pub(crate) fn run() -> anyhow::Result<()> {
     for event in ["task_claimed", "task_progress", "task_completed"] {
         journal.append(event, &Object::new().with("task_id", run_id.as_str()))?;
     }
-    // The run-head index lists the audit directory on every poll while the directory's mtime is
-    // younger than `SETTLED_MTIME` (a racy-timestamp guard that only a project seconds old
-    // meets); the budget is that of a lived project, so the count starts once it has settled.
+    // The run-head index lists the audit directory again on a poll while the directory's mtime
+    // is younger than `SETTLED_MTIME` and no segment it knows is stamped after it (a
+    // racy-timestamp guard that only a project seconds old meets, for its first few polls);
+    // the budget is that of a lived project, so the count starts once it has settled.
     let audit_dir = project.join(".sdd").join("audit");
     let age = fs::metadata(&audit_dir)?
         .modified()?

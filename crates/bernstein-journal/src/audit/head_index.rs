@@ -162,10 +162,14 @@ impl RunHeadIndex {
     ///
     /// The directory is listed again only when it changed: its device, inode and mtime are
     /// compared with those of the last listing (a `stat`), and otherwise the segments already
-    /// known are checked one `stat` each. A listing is trusted this way only when the
-    /// directory's mtime was at least [`SETTLED_MTIME`] old when it was taken: a segment
-    /// created within the filesystem's timestamp granularity of the listing could leave the
-    /// mtime unchanged ("racy" timestamps), so a fresh mtime means listing again next time.
+    /// known are checked one `stat` each. A listing is trusted this way only when no later
+    /// change of the directory can keep its mtime: a segment created within the filesystem's
+    /// timestamp granularity of the listing could leave the mtime unchanged ("racy"
+    /// timestamps). That is known when, read before the listing, the newest known segment's
+    /// mtime is later than the directory's (the same clock stamps both, so it has moved past
+    /// the directory's; in a project seconds old this holds after the first appends), or when
+    /// the directory's mtime was at least [`SETTLED_MTIME`] old when the listing was taken.
+    /// Otherwise the next poll lists again.
     ///
     /// # Errors
     ///
@@ -232,8 +236,12 @@ impl RunHeadIndex {
                 })
                 .collect()
         } else {
+            // Read before the listing: a known segment stamped later than the directory shows
+            // the filesystem's clock already past the directory's mtime, so no change after
+            // the listing can leave that mtime as it is.
+            let clock_past_mtime = self.newest_known_segment_stamped_after(&dir_meta);
             self.listings += 1;
-            listed = settled(&dir_meta).then_some(stamp);
+            listed = (clock_past_mtime || settled(&dir_meta)).then_some(stamp);
             live_segments(&self.dir)?
                 .into_iter()
                 .map(|segment| (segment.name, segment.path))
@@ -271,6 +279,17 @@ impl RunHeadIndex {
             self.read_live(&name, &path, from)?;
         }
         Ok(true)
+    }
+
+    /// Whether the newest live segment this index knows has an mtime later than the
+    /// directory's `dir_meta` mtime (both stamped by the filesystem's own clock).
+    fn newest_known_segment_stamped_after(&self, dir_meta: &std::fs::Metadata) -> bool {
+        let Some(newest) = self.live.keys().max() else {
+            return false;
+        };
+        std::fs::metadata(self.dir.join(newest)).is_ok_and(|segment| {
+            (segment.mtime(), segment.mtime_nsec()) > (dir_meta.mtime(), dir_meta.mtime_nsec())
+        })
     }
 
     fn reset(&mut self) {
@@ -582,6 +601,47 @@ mod tests {
         let third = chain.append_at(&event("e", named(2)), at(1, 0)).unwrap();
         assert_eq!(index.run_head("r").unwrap(), third.hmac);
         assert_eq!(index.listings(), 4);
+    }
+
+    /// In a directory seconds old, a listing is trusted once the segment it knows is stamped
+    /// later than the directory: the filesystem's clock has then passed the directory's mtime,
+    /// so no later change can keep it. Stamped the same, every poll lists.
+    #[test]
+    fn a_fresh_directory_is_trusted_once_its_segment_is_stamped_after_it() {
+        let (_dir, audit, chain) = chain_in_tempdir();
+        chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        let segment = std::fs::read_dir(&audit)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+            .unwrap();
+        let stamp = |path: &Path, when: std::time::SystemTime| {
+            File::open(path).unwrap().set_modified(when).unwrap();
+        };
+        let now = std::time::SystemTime::now();
+        let fresh = now - std::time::Duration::from_millis(50);
+        stamp(&audit, fresh);
+        stamp(&segment, fresh);
+        let mut index = RunHeadIndex::new(&audit);
+        for _ in 0..3 {
+            index.refresh().unwrap();
+        }
+        assert_eq!(
+            index.listings(),
+            3,
+            "not past the directory: every poll lists"
+        );
+
+        stamp(&segment, now);
+        index.refresh().unwrap();
+        assert_eq!(index.listings(), 4);
+        let second = chain.append_at(&event("e", named(1)), at(0, 1)).unwrap();
+        assert_eq!(index.run_head("r").unwrap(), second.hmac);
+        assert_eq!(index.listings(), 4, "the listing was trusted");
+        // A new day's segment still changes the directory, and is listed and read.
+        let third = chain.append_at(&event("e", named(2)), at(1, 0)).unwrap();
+        assert_eq!(index.run_head("r").unwrap(), third.hmac);
+        assert_eq!(index.listings(), 5);
     }
 
     /// An audit directory replaced by another (a new inode) is read again from scratch at
