@@ -24,11 +24,21 @@ pub const NOT_REGULAR: &str = "not a regular file (a FIFO, device or socket is n
 ///
 /// As above, or whatever `open(2)` / `fstat(2)` report.
 pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_regular_sized(path).map(|(file, _)| file)
+}
+
+/// [`open_regular`], with the file's size when it was opened (from the same `fstat`), so a
+/// caller reading it whole can size its buffer and read it in one `read(2)`.
+///
+/// # Errors
+///
+/// As [`open_regular`].
+pub fn open_regular_sized(path: &Path) -> io::Result<(File, u64)> {
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = rustix::fs::open(path, flags, Mode::empty())?;
     let stat = rustix::fs::fstat(&fd)?;
     match FileType::from_raw_mode(stat.st_mode) {
-        FileType::RegularFile => Ok(File::from(fd)),
+        FileType::RegularFile => Ok((File::from(fd), u64::try_from(stat.st_size).unwrap_or(0))),
         FileType::Directory => Err(io::Error::new(
             io::ErrorKind::IsADirectory,
             "is a directory",
@@ -43,8 +53,8 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 ///
 /// As [`open_regular`], or a failed read.
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
-    let mut file = open_regular(path)?;
-    let mut bytes = Vec::new();
+    let (mut file, size) = open_regular_sized(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
 }

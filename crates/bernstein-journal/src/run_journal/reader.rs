@@ -79,8 +79,8 @@ pub fn load_journal_kept(path: &Path) -> Result<Option<Arc<LoadedJournal>>> {
 /// `parse_large`; without it such a journal is read only one byte past the bound (so a brief
 /// caller's memory and time stay bounded whatever the file's size) and is `None`.
 fn load_shared(path: &Path, parse_large: bool) -> Result<Option<Arc<LoadedJournal>>> {
-    let file = match crate::regular_file::open_regular(path) {
-        Ok(file) => file,
+    let (file, size) = match crate::regular_file::open_regular_sized(path) {
+        Ok(opened) => opened,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Some(Arc::default()));
         }
@@ -91,7 +91,10 @@ fn load_shared(path: &Path, parse_large: bool) -> Result<Option<Arc<LoadedJourna
     } else {
         SHARED_JOURNAL_MAX_BYTES as u64 + 1
     };
-    let mut bytes = Vec::new();
+    // Room for the whole file and one byte more, so it is read in one `read(2)` and the next
+    // one sees its end (a `take` hides the file's size from `read_to_end`).
+    let room = size.min(limit).saturating_add(1);
+    let mut bytes = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
     file.take(limit)
         .read_to_end(&mut bytes)
         .map_err(|err| Error::io("read", path, err))?;
