@@ -665,7 +665,6 @@ impl Anchor {
     ) -> std::result::Result<Settlement, bernstein_journal::Error> {
         let newest = self.newest_entry_index(call_rows.saturating_sub(1))?;
         match newest {
-            None if call_rows == 0 => Ok(Settlement::Abandoned(Vec::new())),
             None => self
                 .abandoned_entries(journal, call_rows, 0)
                 .map(Settlement::Abandoned),
@@ -1643,8 +1642,23 @@ mod tests {
         let text =
             std::fs::read_to_string(dir.path().join(".sdd/runs/mcp-calls/journal.jsonl")).unwrap();
         let rebuilt: Vec<&str> = text.lines().skip(1).take(2).collect();
-        for (was, now) in lost.iter().zip(rebuilt) {
-            assert_eq!(event_hash_of(now), event_hash_of(was));
+        let without_times = |line: &str| {
+            let mut row = PyValue::parse(line).unwrap().as_object().unwrap().clone();
+            row.remove("ts");
+            row.remove("elapsed_s");
+            row
+        };
+        for (offset, (was, now)) in lost.iter().zip(rebuilt).enumerate() {
+            assert_eq!(without_times(now), without_times(was));
+            let row = without_times(now);
+            let text = |key: &str| row.get(key).and_then(PyValue::as_str).unwrap().to_owned();
+            assert_eq!(text("method"), "tools/call");
+            assert_eq!(
+                row.get("call_index"),
+                Some(&PyValue::from(1 + offset as u64))
+            );
+            assert_eq!(text("span_id").len(), 16);
+            assert_eq!(text("trace_id"), trace_id_for_run("mcp-calls"));
         }
         let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
         assert!(order.ok(), "{:?}", order.problems);
@@ -1726,8 +1740,47 @@ mod tests {
             text.contains("the row rebuilt from that entry hashes to"),
             "{text}"
         );
+        assert!(
+            text.contains(".sdd/runs/mcp-calls/journal.jsonl"),
+            "the error names the journal: {text}"
+        );
         assert_eq!(std::fs::read(&journal).unwrap(), journal_before);
         assert_eq!(std::fs::read(&segment).unwrap(), chain_before);
+    }
+
+    /// A server killed after its very first group's rows, before any entry of the run was
+    /// written: the chain holds nothing of the run, and every row is recorded abandoned.
+    #[test]
+    fn a_first_group_killed_before_any_entry_is_recorded_abandoned() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut killed =
+            JournalWriter::open(dir.path(), "mcp-calls", HashProfile::PyJsonV1).unwrap();
+        killed
+            .append_group_then(
+                STATELESS_CALL_EVENT,
+                |_| {
+                    (0..2u64)
+                        .map(|call_index| {
+                            call_row_payload(
+                                "tools/call",
+                                PyValue::from(call_index),
+                                &trace_id_for_run("mcp-calls"),
+                                &format!("{call_index:016x}"),
+                            )
+                        })
+                        .collect()
+                },
+                |_| Ok(()),
+            )
+            .unwrap();
+        let anchor = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        let call = anchor.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(call.call_index, 2);
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let abandoned: Vec<u64> = order.abandoned.iter().map(|c| c.call_index).collect();
+        assert_eq!(abandoned, vec![0, 1]);
     }
 
     /// A server killed mid-row leaves half a row in the shared anchoring journal; every later
