@@ -1663,6 +1663,32 @@ mod tests {
                 .unwrap()
                 .chain_consistent
         );
+        // A group with no row syncs nothing, and a plain group syncs once, before its `then`.
+        let before = crate::durable::thread_fsync_count();
+        writer
+            .append_group_overlapping_then("a", |_| Vec::new(), |_| Ok(()))
+            .unwrap();
+        assert_eq!(crate::durable::thread_fsync_count(), before);
+        writer
+            .append_group_then("a", |_| vec![Object::new(), Object::new()], |_| Ok(()))
+            .unwrap();
+        assert_eq!(crate::durable::thread_fsync_count() - before, 1);
+    }
+
+    /// The helper thread that runs an overlapped group's fsync starts with the first such
+    /// group, not before; a writer that never overlaps has none.
+    #[test]
+    fn the_sync_helper_thread_starts_with_the_first_overlapped_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        writer.append("a", &Object::new()).unwrap();
+        let idle = "sync_helper: SyncHelper { running: false }";
+        assert!(format!("{writer:?}").contains(idle), "{writer:?}");
+        writer
+            .append_group_overlapping_then("a", |_| vec![Object::new()], |_| Ok(()))
+            .unwrap();
+        let running = "sync_helper: SyncHelper { running: true }";
+        assert!(format!("{writer:?}").contains(running), "{writer:?}");
     }
 
     /// When the rows' fsync fails after `then` succeeded, the group fails and its rows stay:
