@@ -193,3 +193,84 @@ pub(crate) fn local_tail_state(path: &Path, key: &AuditKey) -> io::Result<Option
         scanned_from,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    use bernstein_protocol::pyjson::Object;
+
+    use super::*;
+    use crate::audit::{ARCHIVE_DIR, AppendedRecord, AuditChain, AuditEvent, Timestamp};
+
+    fn key() -> AuditKey {
+        AuditKey::from_master_bytes(b"k".repeat(64))
+    }
+
+    fn at(day: i64) -> Timestamp {
+        Timestamp::from_unix_micros((1_796_000_000 + day * 86_400) * 1_000_000).unwrap()
+    }
+
+    /// A chain of one entry on day 0 (older) and one on day 1 (newer), each in its own segment.
+    fn two_days() -> (tempfile::TempDir, PathBuf, AppendedRecord, AppendedRecord) {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        let chain = AuditChain::open(&audit, key());
+        let event = AuditEvent::new("e", "t", "t", "r", Object::new());
+        let older = chain.append_at(&event, at(0)).unwrap();
+        let newer = chain.append_at(&event, at(1)).unwrap();
+        (dir, audit, older, newer)
+    }
+
+    /// Moves the newer day's segment into the archive, gzipped.
+    fn archive(audit: &Path, segment: &str) {
+        let live = audit.join(segment);
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&std::fs::read(&live).unwrap()).unwrap();
+        std::fs::create_dir_all(audit.join(ARCHIVE_DIR)).unwrap();
+        let gz = audit.join(ARCHIVE_DIR).join(format!("{segment}.gz"));
+        std::fs::write(gz, encoder.finish().unwrap()).unwrap();
+        std::fs::remove_file(&live).unwrap();
+    }
+
+    /// A live segment listed but gone when opened (retention archived it in between; here a
+    /// dangling link stands for it) is read from its archived copy, so the head is still the
+    /// newest entry, not the one of an older live segment.
+    #[test]
+    fn a_live_segment_gone_after_the_listing_is_read_from_its_archive() {
+        let (_dir, audit, _older, newer) = two_days();
+        archive(&audit, &newer.segment);
+        std::os::unix::fs::symlink(audit.join("nowhere"), audit.join(&newer.segment)).unwrap();
+        assert_eq!(recovered_head(&audit, &key()), newer.hmac);
+    }
+
+    /// A live segment that cannot be opened for another reason (a symlink loop) is skipped, as
+    /// the reference skips an unreadable segment, even when an archived copy of it exists.
+    #[test]
+    fn an_unreadable_live_segment_is_skipped_not_read_from_its_archive() {
+        let (_dir, audit, older, newer) = two_days();
+        archive(&audit, &newer.segment);
+        let looped = audit.join(&newer.segment);
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        assert_eq!(recovered_head(&audit, &key()), older.hmac);
+    }
+
+    /// An appender's tail state: none for a segment that does not exist, an error for one that
+    /// cannot be opened for another reason.
+    #[test]
+    fn the_tail_state_of_a_missing_segment_is_none_and_of_an_unopenable_one_an_error() {
+        let (_dir, audit, _older, newer) = two_days();
+        assert_eq!(
+            local_tail_state(&audit.join("2000-01-01.jsonl"), &key()).unwrap(),
+            None
+        );
+        let state = local_tail_state(&audit.join(&newer.segment), &key())
+            .unwrap()
+            .unwrap();
+        assert_eq!(state.local_head, Some(newer.hmac.clone()));
+        let looped = audit.join("2000-01-02.jsonl");
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        assert!(local_tail_state(&looped, &key()).is_err());
+    }
+}
