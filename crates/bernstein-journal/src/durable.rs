@@ -298,25 +298,23 @@ pub fn ensure_entry_durable(path: &Path) -> io::Result<()> {
 ///
 /// The IO error of the write or fsync.
 pub(crate) fn append_durably(file: &mut File, old_len: u64, bytes: &[u8]) -> io::Result<()> {
-    let written = file.write_all(bytes).and_then(|()| sync_file(file));
-    if let Err(err) = written {
-        // The caller's lock excludes every other writer of ours, so the bytes past `old_len`
-        // are this row's alone. A failed rollback leaves a torn or complete unacknowledged
-        // row, which the next writer's torn-tail recovery or the verifier reports.
-        let _ = file.set_len(old_len).and_then(|()| file.sync_all());
-        return Err(err);
-    }
-    Ok(())
+    append_unsynced(file, old_len, bytes)?;
+    sync_file(file).inspect_err(|_| take_back(file, old_len))
 }
 
 /// [`append_durably`] without the fsync: the caller makes the bytes durable itself (with a
 /// [`SyncHelper`]) before acknowledging them. A failed write is taken back the same way.
 pub(crate) fn append_unsynced(file: &mut File, old_len: u64, bytes: &[u8]) -> io::Result<()> {
-    if let Err(err) = file.write_all(bytes) {
-        let _ = file.set_len(old_len).and_then(|()| file.sync_all());
-        return Err(err);
-    }
-    Ok(())
+    file.write_all(bytes)
+        .inspect_err(|_| take_back(file, old_len))
+}
+
+/// Truncates `file` back to `old_len` after a failed append. The caller's lock excludes every
+/// other writer of ours, so the bytes past `old_len` are this append's alone. A failed rollback
+/// leaves a torn or complete unacknowledged row, which the next writer's torn-tail recovery or
+/// the verifier reports.
+fn take_back(file: &File, old_len: u64) {
+    let _ = file.set_len(old_len).and_then(|()| file.sync_all());
 }
 
 /// What [`recover_torn_tail`] cut.

@@ -244,6 +244,30 @@ fn call_row_payload(method: &str, call_index: PyValue, trace_id: &str, span_id: 
         .with("span_id", span_id)
 }
 
+/// Whether `record` is a call or abandonment entry of run `run_id`.
+fn is_call_entry_of(record: &Object, run_id: &str) -> bool {
+    let kind = record.get("event_type").and_then(PyValue::as_str);
+    matches!(kind, Some(STATELESS_CALL_EVENT | ABANDONED_CALL_EVENT))
+        && record
+            .get("details")
+            .and_then(PyValue::as_object)
+            .and_then(|details| details.get("run_id"))
+            .and_then(PyValue::as_str)
+            == Some(run_id)
+}
+
+/// The `details.call_index` of an entry.
+fn call_index_of(record: &Object) -> Option<u64> {
+    match record
+        .get("details")
+        .and_then(PyValue::as_object)
+        .and_then(|details| details.get("call_index"))
+    {
+        Some(PyValue::Int(i)) => i.as_u64(),
+        _ => None,
+    }
+}
+
 /// The journal writer and what this anchor knows about the journal's last call row.
 #[derive(Debug)]
 struct AnchorWriter {
@@ -696,32 +720,9 @@ impl Anchor {
     ) -> std::result::Result<Object, bernstein_journal::Error> {
         let run_id = self.run_id.as_str();
         let wanted = |record: &Object| {
-            let kind = record.get("event_type").and_then(PyValue::as_str);
-            let details = record.get("details").and_then(PyValue::as_object);
-            matches!(kind, Some(STATELESS_CALL_EVENT | ABANDONED_CALL_EVENT))
-                && details
-                    .and_then(|d| d.get("run_id"))
-                    .and_then(PyValue::as_str)
-                    == Some(run_id)
-                && matches!(
-                    details.and_then(|d| d.get("call_index")),
-                    Some(PyValue::Int(i)) if i.as_u64() == Some(call_index)
-                )
+            is_call_entry_of(record, run_id) && call_index_of(record) == Some(call_index)
         };
-        let search_failed = |path: &Path, source| bernstein_journal::Error::Io {
-            op: "search",
-            path: path.to_path_buf(),
-            source,
-        };
-        let today = self.audit.current_segment_path();
-        let found = match audit::newest_record_in_segment_where(&today, self.audit.key(), &wanted)
-            .map_err(|source| search_failed(&today, source))?
-        {
-            Some(record) => Some(record),
-            None => audit::newest_record_where(self.audit.dir(), self.audit.key(), &wanted)
-                .map_err(|source| search_failed(self.audit.dir(), source))?,
-        };
-        found
+        self.newest_entry_where(&wanted, |_| true)?
             .as_ref()
             .and_then(|record| record.get("details"))
             .and_then(PyValue::as_object)
@@ -735,6 +736,31 @@ impl Anchor {
             })
     }
 
+    /// The newest locally MAC-valid entry for which `wanted` holds: today's segment is read
+    /// backwards first, with no directory listing, and its answer stands when `enough` says
+    /// so; otherwise the whole chain is searched from its end.
+    fn newest_entry_where(
+        &self,
+        wanted: &dyn Fn(&Object) -> bool,
+        enough: impl Fn(&Object) -> bool,
+    ) -> std::result::Result<Option<Object>, bernstein_journal::Error> {
+        let search_failed = |path: &Path, source| bernstein_journal::Error::Io {
+            op: "search",
+            path: path.to_path_buf(),
+            source,
+        };
+        let today = self.audit.current_segment_path();
+        let recent = audit::newest_record_in_segment_where(&today, self.audit.key(), wanted)
+            .map_err(|source| search_failed(&today, source))?;
+        if let Some(record) = recent
+            && enough(&record)
+        {
+            return Ok(Some(record));
+        }
+        audit::newest_record_where(self.audit.dir(), self.audit.key(), wanted)
+            .map_err(|source| search_failed(self.audit.dir(), source))
+    }
+
     /// The call index of the run's newest call or abandoned entry in the chain. Another
     /// server's entry for the last row is normally the last line of today's segment, so that
     /// segment is read backwards first, with no directory listing; only when it cannot show
@@ -744,41 +770,11 @@ impl Anchor {
         last_index: u64,
     ) -> std::result::Result<Option<u64>, bernstein_journal::Error> {
         let run_id = self.run_id.as_str();
-        let of_this_run = |record: &Object| {
-            let kind = record.get("event_type").and_then(PyValue::as_str);
-            matches!(kind, Some(STATELESS_CALL_EVENT | ABANDONED_CALL_EVENT))
-                && record
-                    .get("details")
-                    .and_then(PyValue::as_object)
-                    .and_then(|d| d.get("run_id"))
-                    .and_then(PyValue::as_str)
-                    == Some(run_id)
-        };
-        let index_of = |record: Option<&Object>| {
-            record
-                .and_then(|record| record.get("details"))
-                .and_then(PyValue::as_object)
-                .and_then(|details| match details.get("call_index") {
-                    Some(PyValue::Int(i)) => i.as_u64(),
-                    _ => None,
-                })
-        };
-        let search_failed = |path: &Path, source| bernstein_journal::Error::Io {
-            op: "search",
-            path: path.to_path_buf(),
-            source,
-        };
-        let today = self.audit.current_segment_path();
-        let recent = audit::newest_record_in_segment_where(&today, self.audit.key(), &of_this_run)
-            .map_err(|source| search_failed(&today, source))?;
-        if let Some(index) = index_of(recent.as_ref())
-            && index >= last_index
-        {
-            return Ok(Some(index));
-        }
-        let newest = audit::newest_record_where(self.audit.dir(), self.audit.key(), &of_this_run)
-            .map_err(|source| search_failed(self.audit.dir(), source))?;
-        Ok(index_of(newest.as_ref()))
+        let newest = self
+            .newest_entry_where(&|record| is_call_entry_of(record, run_id), |record| {
+                call_index_of(record).is_some_and(|index| index >= last_index)
+            })?;
+        Ok(newest.as_ref().and_then(call_index_of))
     }
 
     /// One abandonment entry for each call row from call index `from` to the last
