@@ -692,8 +692,17 @@ impl BacklogTracker {
         {
             note_adopted(runtime_dir, stamp);
         }
-        self.seen = changed.stamp;
+        self.replace_seen(changed.stamp);
         self.looked = true;
+    }
+
+    /// Records `now` as the file last seen, handing the file seen before to the closer thread:
+    /// when another process replaced it, this descriptor may be the last one on a large
+    /// unlinked file, and freeing that must not hold up the call or the locks it holds.
+    fn replace_seen(&mut self, now: Option<(FileStamp, File)>) {
+        if let Some((_, replaced)) = std::mem::replace(&mut self.seen, now) {
+            fsio::close_off_the_call_path(replaced);
+        }
     }
 
     /// How many times this process parsed the backlog file (a read that finds the text it
@@ -820,10 +829,10 @@ impl BacklogTracker {
         runtime_dir: &Path,
     ) -> Result<(), Error> {
         self.remember(on_file);
-        self.seen = stamp_of(path)?;
+        self.replace_seen(stamp_of(path)?);
         self.looked = true;
         if unadopted {
-            self.seen = None;
+            self.replace_seen(None);
             self.looked = false;
         } else if let Some((stamp, _)) = &self.seen {
             note_adopted(runtime_dir, stamp);
@@ -1012,6 +1021,45 @@ mod tests {
         let (text, _) = reconcile(Some(&text), &[newer]);
         assert!(text.contains(r#""version": 3"#), "{text}");
         assert!(text.contains("T, retitled"), "{text}");
+    }
+
+    /// The tracker's descriptor on a backlog another process replaced can be the last one on a
+    /// large unlinked file; it is let go of on the closer thread, not inside the call.
+    #[test]
+    fn a_replaced_backlog_is_closed_off_the_call_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(BACKLOG_FILE);
+        std::fs::write(&path, "[]").unwrap();
+        let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
+        let mut tracker = BacklogTracker::default();
+        let first = tracker
+            .changed_claims(dir.path(), &lock, |_| false)
+            .unwrap()
+            .expect("the first look sees the file");
+        tracker.adopted(dir.path(), first, true);
+        // Another process replaces the file.
+        fsio::write_atomic(&path, b"[\n]").unwrap();
+        let closed_before = fsio::closed_by_closer();
+        let changed = tracker
+            .changed_claims(dir.path(), &lock, |_| false)
+            .unwrap()
+            .expect("the replacement is seen");
+        tracker.adopted(dir.path(), changed, true);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while fsio::closed_by_closer() == closed_before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the replaced file never reached the closer thread"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            tracker
+                .changed_claims(dir.path(), &lock, |_| false)
+                .unwrap()
+                .is_none(),
+            "the replacement is the file now seen"
+        );
     }
 
     #[test]
