@@ -416,6 +416,33 @@ mod tests {
         assert_eq!(receipt.derived_field_mismatches(&edited).len(), 2);
     }
 
+    /// The claim tool's body is `json.dumps(wire, indent=2)`: the wire's keys in wire order,
+    /// two spaces of indent, `","` at line ends, no trailing newline.
+    #[test]
+    fn wire_text_is_the_wire_written_with_an_indent_of_two() {
+        let receipt = vector_granted();
+        let text = receipt.to_wire_text();
+        assert!(
+            text.starts_with("{\n  \"taskId\": \"t-42\",\n  \"granted\": true,\n  \"claimerCardFingerprint\": \"sha256:e766"),
+            "{text}"
+        );
+        assert!(text.ends_with("\"\n}"), "{text}");
+        let parsed = Value::parse(&text).unwrap();
+        assert_eq!(parsed, Value::Object(receipt.to_wire()));
+    }
+
+    /// A refusal on a project whose chain holds no entry is signed over the genesis head, as
+    /// the reference's cached head reads before any append, never over an empty string.
+    #[test]
+    fn a_refusal_before_any_entry_names_the_genesis_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let chain = crate::audit::AuditChain::open(
+            dir.path().join(".sdd/audit"),
+            crate::key::AuditKey::from_master_bytes(vec![7; 32]),
+        );
+        assert_eq!(refusal_chain_head(&chain), crate::audit::GENESIS_HMAC);
+    }
+
     #[test]
     fn from_wire_coerces_and_refuses() {
         let wire = Object::new()
