@@ -391,13 +391,15 @@ fn write_new_file(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// The backlog's cross-process lock: an exclusive `flock` on `task-backlog.json.lock`, the
-/// lock the reference's `claim_next_entry` and `backlog_transaction` take. Released on drop.
+/// lock the reference's `claim_next_entry` and `backlog_transaction` take. Released on drop,
+/// when the descriptor holding it is closed.
 ///
 /// `flock` locks belong to an open file description, so two threads of one process that each
 /// acquire the lock also exclude each other.
 #[derive(Debug)]
 pub struct BacklogLock {
-    file: File,
+    /// The locked lock file, held only so that the lock lasts until this drops.
+    _locked: File,
 }
 
 impl BacklogLock {
@@ -418,15 +420,7 @@ impl BacklogLock {
             .map_err(|err| Error::io("open", &lock_path, err))?;
         file.lock()
             .map_err(|err| Error::io("lock", &lock_path, err))?;
-        Ok(BacklogLock { file })
-    }
-}
-
-impl Drop for BacklogLock {
-    fn drop(&mut self) {
-        // Closing the descriptor releases the lock as well; unlocking first just makes the
-        // release explicit. A failure here cannot be reported from a destructor.
-        let _ = self.file.unlock();
+        Ok(BacklogLock { _locked: file })
     }
 }
 

@@ -366,6 +366,29 @@ mod tests {
         ClaimRequest::new(id, ClaimFilter::default())
     }
 
+    /// Both readings are one clock reading: the row's float seconds are the record's
+    /// microseconds, and they are the wall clock's seconds.
+    #[test]
+    fn a_claim_time_is_one_reading_in_seconds() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let time = ClaimTime::now();
+        #[allow(clippy::cast_precision_loss)]
+        let micros = time.audit_at.unix_micros() as f64;
+        assert!(
+            (time.claimed_at * 1_000_000.0 - micros).abs() < 1.0,
+            "{} s is not {micros} us",
+            time.claimed_at
+        );
+        assert!(
+            (time.claimed_at - before).abs() < 60.0,
+            "{} is not the wall clock's {before}",
+            time.claimed_at
+        );
+    }
+
     #[test]
     fn claimer_ids_are_single_safe_segments() {
         let check = |id: &str, ok: bool| assert_eq!(request(id).validate().is_ok(), ok, "{id:?}");

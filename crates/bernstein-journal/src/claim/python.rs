@@ -136,9 +136,6 @@ pub(crate) fn python_float(value: &Value) -> Result<f64, String> {
             // `inf`, `infinity` and `nan` (any case, optional sign); only the digit
             // underscores need removing first.
             let cleaned = strip_digit_underscores(trimmed).ok_or_else(invalid)?;
-            if cleaned.is_empty() || !cleaned.is_ascii() {
-                return Err(invalid());
-            }
             cleaned.parse::<f64>().map_err(|_| invalid())
         }
         Value::Null | Value::Array(_) | Value::Object(_) => Err(format!(
@@ -206,6 +203,12 @@ mod tests {
             Err("integer 100000000000000000000 is out of range"),
         );
         check("9223372036854775807", Ok(i64::MAX));
+        // 2^63 is the first float past `i64::MAX`; -2^63 is `i64::MIN` exactly.
+        check(
+            "9223372036854775808.0",
+            Err("integer 9.223372036854776e+18 is out of range"),
+        );
+        check("-9223372036854775808.0", Ok(i64::MIN));
         check("1e300", Err("integer 1e+300 is out of range"));
     }
 
@@ -225,6 +228,11 @@ mod tests {
         check(r#""-inf""#, Ok(f64::NEG_INFINITY));
         check(r#""1e3""#, Ok(1000.0));
         check(r#""abc""#, Err("could not convert string to float: 'abc'"));
+        check(r#""""#, Err("could not convert string to float: ''"));
+        check(
+            &format!("1{}", "0".repeat(400)),
+            Err("int too large to convert to float"),
+        );
         check(
             "{}",
             Err("float() argument must be a string or a real number, not 'dict'"),
