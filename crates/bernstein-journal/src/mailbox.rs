@@ -1388,6 +1388,62 @@ mod tests {
         assert_eq!(again.prev_entry_hash, after_tear.entry_hash);
     }
 
+    /// What a post trusts of its last look: a last line rewritten in place, or a file replaced
+    /// by another with the same bytes, is read again in full; the head is the last entry's.
+    #[test]
+    fn a_rewritten_last_line_or_a_replaced_file_is_read_again_in_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let sdd = dir.path().join(".sdd");
+        let mailbox = Mailbox::open(
+            &sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[7; 32]).unwrap(),
+        );
+        assert_eq!(mailbox.head().unwrap(), "genesis");
+        let post = |task: &str| {
+            mailbox
+                .post(
+                    &NewMessage::new(task, "w", "finding", "body", 1_780_000_000.0),
+                    &RedactionContext::default(),
+                )
+                .unwrap()
+        };
+        post("t-1");
+        let second = post("t-2");
+        assert_eq!(mailbox.head().unwrap(), second.entry_hash);
+        let first_look = mailbox.catch_up_stats();
+        post("t-3");
+        let incremental = mailbox.catch_up_stats();
+        assert_eq!(incremental.full_reads, first_look.full_reads);
+        assert_eq!(incremental.prefix_changes, 0);
+
+        // The last line rewritten in place, its length kept: the same file, a changed line.
+        let path = mailbox.path().to_path_buf();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rewritten = text.replacen("\"task_id\":\"t-3\"", "\"task_id\":\"t-9\"", 1);
+        assert_ne!(rewritten, text);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .write_all_at(rewritten.as_bytes(), 0)
+            .unwrap();
+        let fourth = post("t-4");
+        let after_rewrite = mailbox.catch_up_stats();
+        assert_eq!(after_rewrite.prefix_changes, 1, "{after_rewrite:?}");
+        assert_eq!(after_rewrite.full_reads, incremental.full_reads + 1);
+        assert_eq!(fourth.seq, 3);
+
+        // The same bytes under a new inode.
+        let copy = path.with_extension("copy");
+        std::fs::copy(&path, &copy).unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        post("t-5");
+        let after_replace = mailbox.catch_up_stats();
+        assert_eq!(after_replace.prefix_changes, 2, "{after_replace:?}");
+        assert_eq!(after_replace.full_reads, after_rewrite.full_reads + 1);
+    }
+
     #[test]
     fn binding_bytes_are_sorted_compact_utf8() {
         let mut entry = sample_entry();

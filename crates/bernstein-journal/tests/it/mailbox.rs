@@ -765,6 +765,137 @@ fn rendezvous_protocol_is_enforced() {
     assert!(mailbox.verify().unwrap().ok());
 }
 
+/// Who may post what, case by case: a worker's scope, its acting task and the recipient, and
+/// the fields a rendezvous open must bind.
+#[test]
+fn worker_scope_and_rendezvous_bindings_are_enforced() {
+    let scratch = Scratch::new();
+    let mailbox = scratch.mailbox();
+    let dlp = RedactionContext::default();
+    let send = |task: &str, kind: &str, body: &str, authority: Authority<'_>| {
+        let mut message = NewMessage::new(task, "worker-a", kind, body, 1.0);
+        message.authority = authority;
+        mailbox.post(&message, &dlp)
+    };
+    let check =
+        |result: Result<Entry, Error>, expect: Option<&str>, case: &str| match (result, expect) {
+            (Ok(_), None) => {}
+            (Err(Error::MailboxUnauthorized { reason }), Some(expected)) => {
+                assert_eq!(reason, expected, "{case}");
+            }
+            (other, _) => panic!("{case}: expected {expect:?}, got {other:?}"),
+        };
+    let scope_a = vec!["t-a".to_owned()];
+    let no_scope: Vec<String> = Vec::new();
+    let worker = |acting, scope| Authority::Worker {
+        acting_task_id: acting,
+        authorized_task_ids: scope,
+    };
+    let out_of_scope = Some("acting task is not in this agent's task scope");
+    check(
+        send("t-a", "finding", "x", worker(None, &scope_a)),
+        None,
+        "own task, no acting id",
+    );
+    check(
+        send("t-a", "finding", "x", worker(Some(""), &scope_a)),
+        None,
+        "an empty acting id is the recipient",
+    );
+    check(
+        send("t-a", "finding", "x", worker(Some("t-a"), &scope_a)),
+        None,
+        "acting in scope",
+    );
+    check(
+        send("t-b", "finding", "x", worker(Some("t-b"), &scope_a)),
+        out_of_scope,
+        "acting out of scope",
+    );
+    check(
+        send("t-b", "finding", "x", worker(None, &scope_a)),
+        out_of_scope,
+        "recipient out of scope",
+    );
+    check(
+        send("t-x", "finding", "x", worker(Some("t-x"), &no_scope)),
+        None,
+        "no scope: any acting task",
+    );
+    check(
+        send("t-b", "finding", "x", worker(Some("t-a"), &scope_a)),
+        Some("cross-task message kind 'finding' is not permitted"),
+        "another task's mailbox",
+    );
+    check(
+        send("t-b", "question", "x", worker(Some("t-a"), &scope_a)),
+        None,
+        "a question to another task",
+    );
+
+    let trusted = Authority::TrustedInternal;
+    let question = send("t-b", "question", "which schema?", trusted).unwrap();
+    let open = |waiter: &str, awaited: &str, hash: &str| {
+        format!(
+            r#"{{"awaited_task_id":"{awaited}","question_entry_hash":"{hash}","v":1,"waiter_task_id":"{waiter}"}}"#
+        )
+    };
+    let hash = question.entry_hash.as_str();
+    let unbound = Some("rendezvous open does not bind the acting and addressed tasks");
+    let missing = Some("invalid rendezvous open: rendezvous open body is missing a bound field");
+    check(
+        send("t-b", "rendezvous_open", &open("", "t-b", hash), trusted),
+        missing,
+        "no waiter",
+    );
+    check(
+        send("t-b", "rendezvous_open", &open("t-a", "", hash), trusted),
+        missing,
+        "no awaited task",
+    );
+    check(
+        send("t-b", "rendezvous_open", &open("t-a", "t-b", ""), trusted),
+        missing,
+        "no question",
+    );
+    check(
+        send("t-b", "rendezvous_open", &open("t-a", "t-c", hash), trusted),
+        unbound,
+        "another awaited task",
+    );
+    check(
+        send(
+            "t-b",
+            "rendezvous_open",
+            &open("t-c", "t-b", hash),
+            worker(Some("t-a"), &scope_a),
+        ),
+        unbound,
+        "a waiter other than the acting task",
+    );
+    check(
+        send(
+            "t-b",
+            "rendezvous_open",
+            &open("t-a", "t-b", "sha256:none"),
+            trusted,
+        ),
+        Some("rendezvous open references no question entry"),
+        "an unknown question",
+    );
+    check(
+        send(
+            "t-b",
+            "rendezvous_open",
+            &open("t-a", "t-b", hash),
+            worker(Some("t-a"), &scope_a),
+        ),
+        None,
+        "the acting worker opens on its own question",
+    );
+    assert!(mailbox.verify().unwrap().ok());
+}
+
 #[test]
 fn concurrent_posters_keep_one_chain() {
     let scratch = Scratch::new();
