@@ -883,15 +883,61 @@ fn worker_scope_and_rendezvous_bindings_are_enforced() {
         Some("rendezvous open references no question entry"),
         "an unknown question",
     );
+    let opened = send(
+        "t-b",
+        "rendezvous_open",
+        &open("t-a", "t-b", hash),
+        worker(Some("t-a"), &scope_a),
+    )
+    .expect("the acting worker opens on its own question");
+
+    let close = |reply: &str, resolution: &str| {
+        format!(
+            r#"{{"open_entry_hash":"{}","reply_entry_hash":"{reply}","resolution":"{resolution}","v":1}}"#,
+            opened.entry_hash
+        )
+    };
     check(
         send(
-            "t-b",
-            "rendezvous_open",
-            &open("t-a", "t-b", hash),
+            "t-a",
+            "rendezvous_closed",
+            "not json",
             worker(Some("t-a"), &scope_a),
         ),
+        Some("invalid rendezvous close: rendezvous body is not JSON"),
+        "a close posted to the worker's own task is still a rendezvous",
+    );
+    let foreign_reply = mailbox
+        .post(
+            &NewMessage::new("t-a", "worker-z", "question", "v2", 1.0),
+            &dlp,
+        )
+        .unwrap();
+    check(
+        send(
+            "t-a",
+            "rendezvous_closed",
+            &close(&foreign_reply.entry_hash, "answered"),
+            trusted,
+        ),
+        Some("reply entry belongs to another sender or destination"),
+        "a reply from another sender",
+    );
+    let reply = send("t-a", "question", "v2", trusted).unwrap();
+    check(
+        send(
+            "t-a",
+            "rendezvous_closed",
+            &close(&reply.entry_hash, "refused"),
+            trusted,
+        ),
+        Some("non-answered rendezvous must not bind a reply"),
+        "a refusal that binds a reply",
+    );
+    check(
+        send("t-a", "rendezvous_closed", &close("", "refused"), trusted),
         None,
-        "the acting worker opens on its own question",
+        "a refusal without a reply",
     );
     assert!(mailbox.verify().unwrap().ok());
 }
