@@ -1442,6 +1442,88 @@ mod tests {
         let after_replace = mailbox.catch_up_stats();
         assert_eq!(after_replace.prefix_changes, 2, "{after_replace:?}");
         assert_eq!(after_replace.full_reads, after_rewrite.full_reads + 1);
+
+        // Two rows from another process, taken in by a post that is then refused: what was
+        // read is kept, last line and all, and the next post trusts it.
+        let theirs = Mailbox::open(
+            &sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[8; 32]).unwrap(),
+        );
+        for task in ["t-6", "t-7"] {
+            theirs
+                .post(
+                    &NewMessage::new(task, "w", "finding", "theirs", 1_780_000_000.0),
+                    &RedactionContext::default(),
+                )
+                .unwrap();
+        }
+        let scope = vec!["t-a".to_owned()];
+        let mut refused = NewMessage::new("t-b", "w", "finding", "x", 1_780_000_000.0);
+        refused.authority = Authority::Worker {
+            acting_task_id: Some("t-a"),
+            authorized_task_ids: &scope,
+        };
+        assert!(matches!(
+            mailbox.post(&refused, &RedactionContext::default()),
+            Err(Error::MailboxUnauthorized { .. })
+        ));
+        let next = post("t-8");
+        assert_eq!(next.seq, 7);
+        let after_refusal = mailbox.catch_up_stats();
+        assert_eq!(
+            (after_refusal.prefix_changes, after_refusal.full_reads),
+            (after_replace.prefix_changes, after_replace.full_reads),
+            "{after_refusal:?}"
+        );
+
+        // A whole row still without its `\n` (another process mid-write) is the head too.
+        let unterminated = theirs
+            .post(
+                &NewMessage::new("t-9", "w", "finding", "theirs", 1_780_000_000.0),
+                &RedactionContext::default(),
+            )
+            .unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 1)
+            .unwrap();
+        let after_it = post("t-10");
+        assert_eq!(
+            (after_it.seq, after_it.prev_entry_hash.as_str()),
+            (unterminated.seq + 1, unterminated.entry_hash.as_str())
+        );
+    }
+
+    /// A missing journal is an empty one; any other failure to read or open it is an error,
+    /// never an empty journal that a post would start again from genesis.
+    #[test]
+    fn only_a_missing_journal_reads_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = read_journal(&dir.path().join("none.jsonl")).unwrap();
+        assert!(missing.entries.is_empty() && missing.problems.is_empty());
+        assert!(matches!(
+            read_journal(dir.path()),
+            Err(Error::Io { op: "read", .. })
+        ));
+        let sdd = dir.path().join(".sdd");
+        let mailbox = Mailbox::open(
+            &sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[7; 32]).unwrap(),
+        );
+        std::fs::create_dir_all(mailbox.path()).unwrap();
+        let refused = mailbox.post(
+            &NewMessage::new("t-1", "w", "finding", "x", 1_780_000_000.0),
+            &RedactionContext::default(),
+        );
+        assert!(
+            matches!(refused, Err(Error::Io { op: "open", .. })),
+            "{refused:?}"
+        );
     }
 
     #[test]
