@@ -1498,6 +1498,64 @@ mod tests {
         );
     }
 
+    /// A post whose writer died before the entry's audit mirror leaves the mirror owed; the next
+    /// mirrored post writes it first, once, and a mirror already there is not written again.
+    #[test]
+    fn the_next_mirrored_post_settles_an_owed_mirror_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let sdd = dir.path().join(".sdd");
+        let mailbox = Mailbox::open(
+            &sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[7; 32]).unwrap(),
+        );
+        let chain = crate::audit::AuditChain::open(
+            sdd.join("audit"),
+            crate::key::AuditKey::from_master_bytes(vec![3; 32]),
+        );
+        let message =
+            |task: &'static str| NewMessage::new(task, "w", "finding", "x", 1_780_000_000.0);
+        let dlp = RedactionContext::default();
+        let mirrored = |task| {
+            let (entry, error) = mailbox.post_mirrored(&message(task), &dlp, &chain).unwrap();
+            assert!(error.is_none(), "{error:?}");
+            entry
+        };
+        let first = mirrored("t-1");
+        // Posted without its mirror, as by a writer killed before it.
+        let owed = mailbox.post(&message("t-2"), &dlp).unwrap();
+        let third = mirrored("t-3");
+        let fourth = mirrored("t-4");
+        let mut mirrors = Vec::new();
+        for segment in std::fs::read_dir(sdd.join("audit")).unwrap() {
+            let path = segment.unwrap().path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                for line in std::fs::read_to_string(&path).unwrap().lines() {
+                    let record = Value::parse(line).unwrap().as_object().unwrap().clone();
+                    if record.get("event_type").and_then(Value::as_str) == Some(MIRROR_EVENT_TYPE) {
+                        let details = record.get("details").and_then(Value::as_object).unwrap();
+                        mirrors.push(
+                            details
+                                .get("entry_hash")
+                                .and_then(Value::as_str)
+                                .unwrap()
+                                .to_owned(),
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            mirrors,
+            [
+                first.entry_hash,
+                owed.entry_hash,
+                third.entry_hash,
+                fourth.entry_hash
+            ]
+        );
+    }
+
     /// A missing journal is an empty one; any other failure to read or open it is an error,
     /// never an empty journal that a post would start again from genesis.
     #[test]
