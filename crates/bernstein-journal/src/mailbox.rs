@@ -1269,6 +1269,16 @@ use bernstein_protocol::pyrepr::{python_repr, python_str_repr};
 mod tests {
     use super::*;
 
+    /// A mailbox of the project at `sdd` under master key `[3; 32]`, signing with the identity
+    /// of `seed`.
+    fn mailbox_in(sdd: &Path, seed: u8) -> Mailbox {
+        Mailbox::open(
+            sdd,
+            &[3; 32],
+            SigningIdentity::from_seed(&[seed; 32]).unwrap(),
+        )
+    }
+
     fn sample_entry() -> Entry {
         Entry {
             seq: 0,
@@ -1318,16 +1328,8 @@ mod tests {
     fn a_post_reads_only_what_other_processes_appended() {
         let dir = tempfile::tempdir().unwrap();
         let sdd = dir.path().join(".sdd");
-        let ours = Mailbox::open(
-            &sdd,
-            &[3; 32],
-            SigningIdentity::from_seed(&[7; 32]).unwrap(),
-        );
-        let theirs = Mailbox::open(
-            &sdd,
-            &[3; 32],
-            SigningIdentity::from_seed(&[8; 32]).unwrap(),
-        );
+        let ours = mailbox_in(&sdd, 7);
+        let theirs = mailbox_in(&sdd, 8);
         let post = |mailbox: &Mailbox, task: &str, body: &str| {
             mailbox
                 .post(
@@ -1360,11 +1362,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let two: usize = text.match_indices('\n').nth(1).unwrap().0 + 1;
         std::fs::write(&path, &text[..two]).unwrap();
-        let fresh = Mailbox::open(
-            &sdd,
-            &[3; 32],
-            SigningIdentity::from_seed(&[8; 32]).unwrap(),
-        );
+        let fresh = mailbox_in(&sdd, 8);
         for n in 0..5 {
             post(&fresh, "t-again", &"long ".repeat(20 + n));
         }
@@ -1394,11 +1392,7 @@ mod tests {
     fn a_rewritten_last_line_or_a_replaced_file_is_read_again_in_full() {
         let dir = tempfile::tempdir().unwrap();
         let sdd = dir.path().join(".sdd");
-        let mailbox = Mailbox::open(
-            &sdd,
-            &[3; 32],
-            SigningIdentity::from_seed(&[7; 32]).unwrap(),
-        );
+        let mailbox = mailbox_in(&sdd, 7);
         assert_eq!(mailbox.head().unwrap(), "genesis");
         let post = |task: &str| {
             mailbox
@@ -1445,11 +1439,7 @@ mod tests {
 
         // Two rows from another process, taken in by a post that is then refused: what was
         // read is kept, last line and all, and the next post trusts it.
-        let theirs = Mailbox::open(
-            &sdd,
-            &[3; 32],
-            SigningIdentity::from_seed(&[8; 32]).unwrap(),
-        );
+        let theirs = mailbox_in(&sdd, 8);
         for task in ["t-6", "t-7"] {
             theirs
                 .post(
@@ -1504,11 +1494,7 @@ mod tests {
     fn the_next_mirrored_post_settles_an_owed_mirror_once() {
         let dir = tempfile::tempdir().unwrap();
         let sdd = dir.path().join(".sdd");
-        let mailbox = Mailbox::open(
-            &sdd,
-            &[3; 32],
-            SigningIdentity::from_seed(&[7; 32]).unwrap(),
-        );
+        let mailbox = mailbox_in(&sdd, 7);
         let chain = crate::audit::AuditChain::open(
             sdd.join("audit"),
             crate::key::AuditKey::from_master_bytes(vec![3; 32]),
@@ -1560,11 +1546,7 @@ mod tests {
     #[test]
     fn an_empty_journal_read_once_is_not_a_changed_one() {
         let dir = tempfile::tempdir().unwrap();
-        let mailbox = Mailbox::open(
-            &dir.path().join(".sdd"),
-            &[3; 32],
-            SigningIdentity::from_seed(&[7; 32]).unwrap(),
-        );
+        let mailbox = mailbox_in(&dir.path().join(".sdd"), 7);
         std::fs::create_dir_all(mailbox.path().parent().unwrap()).unwrap();
         std::fs::write(mailbox.path(), b"").unwrap();
         let scope = vec!["t-a".to_owned()];
@@ -1602,11 +1584,7 @@ mod tests {
             Err(Error::Io { op: "read", .. })
         ));
         let sdd = dir.path().join(".sdd");
-        let mailbox = Mailbox::open(
-            &sdd,
-            &[3; 32],
-            SigningIdentity::from_seed(&[7; 32]).unwrap(),
-        );
+        let mailbox = mailbox_in(&sdd, 7);
         std::fs::create_dir_all(mailbox.path()).unwrap();
         let refused = mailbox.post(
             &NewMessage::new("t-1", "w", "finding", "x", 1_780_000_000.0),

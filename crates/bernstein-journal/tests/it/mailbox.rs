@@ -792,46 +792,77 @@ fn worker_scope_and_rendezvous_bindings_are_enforced() {
         authorized_task_ids: scope,
     };
     let out_of_scope = Some("acting task is not in this agent's task scope");
-    check(
-        send("t-a", "finding", "x", worker(None, &scope_a)),
-        None,
-        "own task, no acting id",
-    );
-    check(
-        send("t-a", "finding", "x", worker(Some(""), &scope_a)),
-        None,
-        "an empty acting id is the recipient",
-    );
-    check(
-        send("t-a", "finding", "x", worker(Some("t-a"), &scope_a)),
-        None,
-        "acting in scope",
-    );
-    check(
-        send("t-b", "finding", "x", worker(Some("t-b"), &scope_a)),
-        out_of_scope,
-        "acting out of scope",
-    );
-    check(
-        send("t-b", "finding", "x", worker(None, &scope_a)),
-        out_of_scope,
-        "recipient out of scope",
-    );
-    check(
-        send("t-x", "finding", "x", worker(Some("t-x"), &no_scope)),
-        None,
-        "no scope: any acting task",
-    );
-    check(
-        send("t-b", "finding", "x", worker(Some("t-a"), &scope_a)),
-        Some("cross-task message kind 'finding' is not permitted"),
-        "another task's mailbox",
-    );
-    check(
-        send("t-b", "question", "x", worker(Some("t-a"), &scope_a)),
-        None,
-        "a question to another task",
-    );
+    let cross_task = Some("cross-task message kind 'finding' is not permitted");
+    // (recipient, kind, acting task, scope, refusal, case)
+    let cases: [(&str, &str, Option<&str>, &[String], Option<&str>, &str); 8] = [
+        (
+            "t-a",
+            "finding",
+            None,
+            &scope_a,
+            None,
+            "own task, no acting id",
+        ),
+        (
+            "t-a",
+            "finding",
+            Some(""),
+            &scope_a,
+            None,
+            "an empty acting id is the recipient",
+        ),
+        (
+            "t-a",
+            "finding",
+            Some("t-a"),
+            &scope_a,
+            None,
+            "acting in scope",
+        ),
+        (
+            "t-b",
+            "finding",
+            Some("t-b"),
+            &scope_a,
+            out_of_scope,
+            "acting out of scope",
+        ),
+        (
+            "t-b",
+            "finding",
+            None,
+            &scope_a,
+            out_of_scope,
+            "recipient out of scope",
+        ),
+        (
+            "t-x",
+            "finding",
+            Some("t-x"),
+            &no_scope,
+            None,
+            "no scope: any acting task",
+        ),
+        (
+            "t-b",
+            "finding",
+            Some("t-a"),
+            &scope_a,
+            cross_task,
+            "another task's mailbox",
+        ),
+        (
+            "t-b",
+            "question",
+            Some("t-a"),
+            &scope_a,
+            None,
+            "a question to another task",
+        ),
+    ];
+    for (task, kind, acting, scope, refusal, case) in cases {
+        check(send(task, kind, "x", worker(acting, scope)), refusal, case);
+    }
 
     let trusted = Authority::TrustedInternal;
     let question = send("t-b", "question", "which schema?", trusted).unwrap();
