@@ -793,8 +793,16 @@ fn worker_scope_and_rendezvous_bindings_are_enforced() {
     };
     let out_of_scope = Some("acting task is not in this agent's task scope");
     let cross_task = Some("cross-task message kind 'finding' is not permitted");
-    // (recipient, kind, acting task, scope, refusal, case)
-    let cases: [(&str, &str, Option<&str>, &[String], Option<&str>, &str); 8] = [
+    /// Recipient, kind, acting task, scope, refusal, and what the case is.
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        &'a [String],
+        Option<&'a str>,
+        &'a str,
+    );
+    let cases: [Case<'_>; 8] = [
         (
             "t-a",
             "finding",
