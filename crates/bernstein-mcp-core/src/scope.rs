@@ -249,6 +249,16 @@ mod tests {
         assert!(!scope.cancel(&id), "settled id is a no-op");
     }
 
+    /// A call sees the stream it was admitted on: its calls in flight and its settings.
+    #[test]
+    fn an_admitted_call_carries_its_stream() {
+        let scope = CallScope::new();
+        let call = scope.admit(RequestId::Number(1), 8).unwrap();
+        assert_eq!(call.scope().in_flight(), 1);
+        call.scope().set_log_level(LogLevel::Debug);
+        assert_eq!(scope.log_level(), Some(LogLevel::Debug));
+    }
+
     #[test]
     fn cancel_all_cancels_every_call_in_flight_and_counts_them() {
         let scope = CallScope::new();

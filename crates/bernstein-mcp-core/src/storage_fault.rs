@@ -14,10 +14,7 @@ use serde_json::json;
 use crate::jsonrpc::{INTERNAL_ERROR, RpcError};
 
 /// `ENOSPC` and `EDQUOT` (Linux numbering).
-const NO_SPACE: [(i32, &str); 2] = [
-    (28, "no_space_for_evidence"),
-    (122, "no_space_for_evidence"),
-];
+const NO_SPACE: [i32; 2] = [28, 122];
 /// `EROFS`.
 const READ_ONLY: i32 = 30;
 
@@ -30,7 +27,7 @@ pub(crate) fn storage_fault(detail: &str, anchored: bool) -> Option<RpcError> {
     let reason = if errno == READ_ONLY {
         "evidence_read_only"
     } else {
-        NO_SPACE.iter().find(|(code, _)| *code == errno)?.1
+        "no_space_for_evidence"
     };
     let what = if reason == "evidence_read_only" {
         "the evidence storage is read-only"
@@ -61,7 +58,7 @@ fn os_error(text: &str) -> Option<i32> {
             let digits = rest.split(')').next()?;
             digits.parse::<i32>().ok()
         })
-        .filter(|code| *code == READ_ONLY || NO_SPACE.iter().any(|(c, _)| c == code))
+        .filter(|code| *code == READ_ONLY || NO_SPACE.contains(code))
         .last()
 }
 
@@ -100,6 +97,21 @@ mod tests {
              was not made"
         );
         assert_eq!(err.data.unwrap()["reason"], "evidence_read_only");
+    }
+
+    /// A quota is a full disk too, and the storage fault is found behind a later error of
+    /// another kind in the same text.
+    #[test]
+    fn a_quota_behind_another_error_is_found() {
+        let err = storage_fault(
+            "fsync .sdd/audit: Disk quota exceeded (os error 122); cleanup: Permission denied \
+             (os error 13)",
+            true,
+        )
+        .unwrap();
+        let data = err.data.unwrap();
+        assert_eq!(data["reason"], "no_space_for_evidence");
+        assert_eq!(data["errno"], 122);
     }
 
     #[test]
