@@ -505,3 +505,96 @@ fn lineage_resource_bodies_match_the_reference() {
         r#"{"agents_seen": [], "artefacts": 0, "last_24h_entries": 0, "open_forks": 0, "total_entries": 0}"#
     );
 }
+
+/// `lineage://stats` counts an entry in the last 24 hours up to exactly a day after it, and an
+/// artefact whose log holds two open tips as one open fork.
+#[test]
+fn stats_count_the_last_day_and_open_forks() {
+    let scratch = tempfile::tempdir().unwrap();
+    copy_tree(
+        &vector("artifacts/.sdd/lineage"),
+        &scratch.path().join(".sdd/lineage"),
+    );
+    let log = LineageLog::for_project(scratch.path());
+    let first: u128 = 1_780_000_800_000_000_000;
+    let day: u128 = 24 * 3_600 * 1_000_000_000;
+    let last_day = |now: u128| {
+        let stats = Value::parse(&log.stats_resource_body(now).unwrap()).unwrap();
+        let stats = stats.as_object().unwrap();
+        (
+            stats.get("last_24h_entries").cloned(),
+            stats.get("open_forks").cloned(),
+        )
+    };
+    assert_eq!(
+        last_day(first + day),
+        (Some(Value::from(2)), Some(Value::from(0)))
+    );
+    assert_eq!(
+        last_day(first + day + 1),
+        (Some(Value::from(1)), Some(Value::from(0)))
+    );
+    assert_eq!(
+        last_day(first + day + 2),
+        (Some(Value::from(0)), Some(Value::from(0)))
+    );
+    // A second root beside the first entry's child: two open tips.
+    let path = scratch.path().join(".sdd/lineage/log.jsonl");
+    let text = fs::read_to_string(&path).unwrap();
+    let root = text.lines().next().unwrap().replace(
+        "\"ts_ns\":1780000800000000000",
+        "\"ts_ns\":1780000800000000002",
+    );
+    fs::write(&path, format!("{text}{root}\n")).unwrap();
+    assert_eq!(log.tip_set("src/app.py").unwrap().open.len(), 2);
+    assert_eq!(last_day(first + day).1, Some(Value::from(1)));
+}
+
+/// Paths the writer refuses and paths it reads through: a Windows drive path is absolute, a
+/// signature file needs a plain stem, and a log that cannot be read is an error, never an
+/// empty log.
+#[test]
+fn refused_paths_and_an_unreadable_log_are_errors() {
+    let scratch = tempfile::tempdir().unwrap();
+    let log = LineageLog::for_project(scratch.path());
+    let drive = write("C:\\work\\app.py", b"x", "call-1", "00f067aa0ba902b7", 1);
+    assert!(matches!(
+        log.append(&drive, &operator_key(), &signer()),
+        Err(bernstein_journal::Error::Malformed { .. })
+    ));
+    for bad in ["sha256:", "sha256:../x", "sha256:.hidden", "sha256:a\\b"] {
+        assert!(log.signature_path("src/app.py", bad).is_err(), "{bad}");
+    }
+    assert!(log.signature_path("src/app.py", "sha256:abc").is_ok());
+    // An empty log is appended to like a missing one.
+    fs::create_dir_all(scratch.path().join(".sdd/lineage")).unwrap();
+    fs::write(scratch.path().join(".sdd/lineage/log.jsonl"), b"").unwrap();
+    let [first, _] = vector_writes();
+    log.append(&first, &operator_key(), &signer()).unwrap();
+    // The log is a directory now.
+    let unreadable = tempfile::tempdir().unwrap();
+    fs::create_dir_all(unreadable.path().join(".sdd/lineage/log.jsonl")).unwrap();
+    let log = LineageLog::for_project(unreadable.path());
+    assert!(log.read_entries().is_err());
+    assert!(log.tip_set("src/app.py").is_err());
+    assert!(verify_lineage(unreadable.path(), "src/app.py", &operator_key(), &cards()).is_err());
+}
+
+/// The same card twice is one card; a different card for the same identity is a conflict.
+#[test]
+fn a_second_card_for_one_identity_is_kept_only_when_identical() {
+    let mut cards = AgentCards::new();
+    assert!(cards.is_empty());
+    let card = || AgentCard::new(AGENT, KID, signer().public_key_pem()).unwrap();
+    cards.insert(card());
+    cards.insert(card());
+    assert!(!cards.is_empty());
+    assert_eq!((cards.len(), cards.conflicts().len()), (1, 0));
+    let other = SigningIdentity::from_seed(&[0x44; 32]).unwrap();
+    cards.insert(AgentCard::new(AGENT, KID, other.public_key_pem()).unwrap());
+    assert_eq!((cards.len(), cards.conflicts().len()), (1, 1));
+    assert_eq!(
+        cards.get(AGENT, KID).unwrap().public_key_pem,
+        signer().public_key_pem()
+    );
+}
