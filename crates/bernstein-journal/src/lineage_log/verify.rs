@@ -478,3 +478,77 @@ fn schema_problems(entry: &Object) -> Vec<String> {
     }
     problems
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector's first entry, which the schema accepts as it is.
+    const GOOD: &str = r#"{"agent_card_kid":"worker-a-key-1","agent_id":"agent:worker-a","artefact_kind":"file","artefact_path":"src/app.py","content_hash":"sha256:14f9","operator_hmac":"a210","parent_hashes":[],"span_id":"00f067aa0ba902b7","tool_call_id":"call-1","ts_ns":1780000800000000000,"v":1}"#;
+
+    /// The schema problems of the good entry with `changes` merged over it (a `null` value
+    /// stays as a null field).
+    fn check(changes: &str, expect: &[&str]) {
+        let mut entry = Value::parse(GOOD).unwrap().as_object().unwrap().clone();
+        for (key, value) in Value::parse(changes).unwrap().as_object().unwrap().iter() {
+            entry.insert(key, value.clone());
+        }
+        assert_eq!(schema_problems(&entry), expect, "{changes}");
+    }
+
+    #[test]
+    fn the_entry_schema_is_held_field_by_field() {
+        check("{}", &[]);
+        check(r#"{"v": 2}"#, &["unsupported entry version: 2"]);
+        check(r#"{"v": "1"}"#, &["unsupported entry version: '1'"]);
+        check(
+            r#"{"artefact_kind": "dir"}"#,
+            &["unknown artefact_kind: 'dir'"],
+        );
+        check(
+            r#"{"content_hash": "md5:x"}"#,
+            &["content_hash must start with 'sha256:', got 'md5:x'"],
+        );
+        check(
+            r#"{"parent_hashes": ["sha256:a", "b"]}"#,
+            &["parent_hash must start with 'sha256:', got 'b'"],
+        );
+        check(
+            r#"{"trust_class": "operator", "activity_source": "adapter", "sensitivity": "public"}"#,
+            &[],
+        );
+        check(
+            r#"{"trust_class": "anyone"}"#,
+            &["unknown trust_class: 'anyone'"],
+        );
+        check(
+            r#"{"activity_source": "human"}"#,
+            &["unknown activity_source: 'human'"],
+        );
+        check(
+            r#"{"sensitivity": "secret"}"#,
+            &["unknown sensitivity: 'secret'"],
+        );
+        check(r#"{"sensitivity": 3}"#, &["unknown sensitivity: 3"]);
+        check(
+            r#"{"trust_class": null}"#,
+            &["optional field 'trust_class' is null (the writer drops it)"],
+        );
+        let digest = "ab".repeat(32);
+        check(&format!(r#"{{"attachment_digests": ["{digest}"]}}"#), &[]);
+        check(
+            r#"{"attachment_digests": []}"#,
+            &["attachment_digests must be a non-empty list of digests"],
+        );
+        check(
+            r#"{"attachment_digests": ["AB"]}"#,
+            &["attachment digest must be 64 lower-case hex chars, got 'AB'"],
+        );
+        check(r#"{"model_ref": {"id": "m"}}"#, &[]);
+        check(
+            r#"{"model_ref": "m"}"#,
+            &["field 'model_ref' must be an object"],
+        );
+        check(r#"{"colour": "red"}"#, &["unexpected field 'colour'"]);
+    }
+}
