@@ -598,3 +598,28 @@ fn a_second_card_for_one_identity_is_kept_only_when_identical() {
         signer().public_key_pem()
     );
 }
+
+/// A project without a log has no tips and verifies as absent; an append names the open tip
+/// and then each extra parent once.
+#[test]
+fn no_log_is_empty_and_extra_parents_join_the_tip_once() {
+    let scratch = tempfile::tempdir().unwrap();
+    let log = LineageLog::for_project(scratch.path());
+    assert!(log.tip_set("src/app.py").unwrap().open.is_empty());
+    let report = verify_lineage(scratch.path(), "src/app.py", &operator_key(), &cards()).unwrap();
+    assert!(!report.log_present);
+    let [first, second] = vector_writes();
+    let tip = log
+        .append(&first, &operator_key(), &signer())
+        .unwrap()
+        .entry_hash;
+    let extra = format!("sha256:{}", "e".repeat(64));
+    let parents = [tip.clone(), extra.clone(), extra.clone()];
+    let mut with_extra = second;
+    with_extra.extra_parents = &parents;
+    let appended = log.append(&with_extra, &operator_key(), &signer()).unwrap();
+    assert_eq!(
+        appended.entry.get("parent_hashes"),
+        Some(&Value::from(vec![tip, extra]))
+    );
+}
