@@ -623,3 +623,28 @@ fn no_log_is_empty_and_extra_parents_join_the_tip_once() {
         Some(&Value::from(vec![tip, extra]))
     );
 }
+
+/// Conflicting cards are reported when there are entries they could have signed.
+#[test]
+fn conflicting_cards_are_reported_beside_a_log() {
+    let mut conflicting = cards();
+    let other = SigningIdentity::from_seed(&[0x44; 32]).unwrap();
+    conflicting.insert(AgentCard::new(AGENT, KID, other.public_key_pem()).unwrap());
+    let report = verify_lineage(
+        &vector("artifacts"),
+        "src/app.py",
+        &operator_key(),
+        &conflicting,
+    )
+    .unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.kind == LineageProblemKind::CardConflict),
+        "{report:?}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let report = verify_lineage(empty.path(), "src/app.py", &operator_key(), &conflicting).unwrap();
+    assert!(report.problems.is_empty(), "{report:?}");
+}
