@@ -648,3 +648,52 @@ fn conflicting_cards_are_reported_beside_a_log() {
     let report = verify_lineage(empty.path(), "src/app.py", &operator_key(), &conflicting).unwrap();
     assert!(report.problems.is_empty(), "{report:?}");
 }
+
+/// The tip file after an append on a forked artefact keeps the other branch's tip open beside
+/// the new entry, as the log itself projects.
+#[test]
+fn an_append_on_a_fork_keeps_the_other_tip_in_the_tip_file() {
+    let scratch = tempfile::tempdir().unwrap();
+    copy_tree(
+        &vector("artifacts/.sdd/lineage"),
+        &scratch.path().join(".sdd/lineage"),
+    );
+    let log = LineageLog::for_project(scratch.path());
+    let log_path = scratch.path().join(".sdd/lineage/log.jsonl");
+    let text = fs::read_to_string(&log_path).unwrap();
+    let root = text.lines().next().unwrap().replace(
+        "\"ts_ns\":1780000800000000000",
+        "\"ts_ns\":1780000800000000002",
+    );
+    let projection = log.projection_path("src/app.py").unwrap();
+    for path in [&log_path, &projection] {
+        let mut bytes = fs::read(path).unwrap();
+        bytes.extend_from_slice(format!("{root}\n").as_bytes());
+        fs::write(path, bytes).unwrap();
+    }
+    assert_eq!(log.tip_set("src/app.py").unwrap().open.len(), 2);
+    let next = write(
+        "src/app.py",
+        b"print('v3')\n",
+        "call-3",
+        "00f067aa0ba902b9",
+        3,
+    );
+    let appended = log.append(&next, &operator_key(), &signer()).unwrap();
+    let tips =
+        Value::parse(&fs::read_to_string(log.tip_path("src/app.py").unwrap()).unwrap()).unwrap();
+    let open = tips
+        .as_object()
+        .unwrap()
+        .get("open")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(open.len(), 2, "{tips:?}");
+    assert!(
+        open.contains(&Value::from(appended.entry_hash.as_str())),
+        "{tips:?}"
+    );
+    assert_eq!(log.tip_set("src/app.py").unwrap().open.len(), 2);
+}
