@@ -688,8 +688,7 @@ fn an_append_on_a_fork_keeps_the_other_tip_in_the_tip_file() {
         .get("open")
         .unwrap()
         .as_array()
-        .unwrap()
-        .clone();
+        .unwrap();
     assert_eq!(open.len(), 2, "{tips:?}");
     assert!(
         open.contains(&Value::from(appended.entry_hash.as_str())),
