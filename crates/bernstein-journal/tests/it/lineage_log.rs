@@ -506,16 +506,40 @@ fn lineage_resource_bodies_match_the_reference() {
     );
 }
 
-/// `lineage://stats` counts an entry in the last 24 hours up to exactly a day after it, and an
-/// artefact whose log holds two open tips as one open fork.
-#[test]
-fn stats_count_the_last_day_and_open_forks() {
+/// A project holding a copy of the vector's lineage store, and its log.
+fn vector_lineage() -> (tempfile::TempDir, LineageLog) {
     let scratch = tempfile::tempdir().unwrap();
     copy_tree(
         &vector("artifacts/.sdd/lineage"),
         &scratch.path().join(".sdd/lineage"),
     );
     let log = LineageLog::for_project(scratch.path());
+    (scratch, log)
+}
+
+/// Forks `src/app.py` in `log`: a second root (the first entry with another `ts_ns`) beside
+/// the first entry's child, appended to the log and to the artefact's projection.
+fn fork_the_vector_artefact(log: &LineageLog) {
+    let log_path = log.log_path().unwrap();
+    let text = fs::read_to_string(&log_path).unwrap();
+    let root = text.lines().next().unwrap().replace(
+        "\"ts_ns\":1780000800000000000",
+        "\"ts_ns\":1780000800000000002",
+    );
+    let projection = log.projection_path("src/app.py").unwrap();
+    for path in [&log_path, &projection] {
+        let mut bytes = fs::read(path).unwrap();
+        bytes.extend_from_slice(format!("{root}\n").as_bytes());
+        fs::write(path, bytes).unwrap();
+    }
+    assert_eq!(log.tip_set("src/app.py").unwrap().open.len(), 2);
+}
+
+/// `lineage://stats` counts an entry in the last 24 hours up to exactly a day after it, and an
+/// artefact whose log holds two open tips as one open fork.
+#[test]
+fn stats_count_the_last_day_and_open_forks() {
+    let (_scratch, log) = vector_lineage();
     let first: u128 = 1_780_000_800_000_000_000;
     let day: u128 = 24 * 3_600 * 1_000_000_000;
     let last_day = |now: u128| {
@@ -538,15 +562,7 @@ fn stats_count_the_last_day_and_open_forks() {
         last_day(first + day + 2),
         (Some(Value::from(0)), Some(Value::from(0)))
     );
-    // A second root beside the first entry's child: two open tips.
-    let path = scratch.path().join(".sdd/lineage/log.jsonl");
-    let text = fs::read_to_string(&path).unwrap();
-    let root = text.lines().next().unwrap().replace(
-        "\"ts_ns\":1780000800000000000",
-        "\"ts_ns\":1780000800000000002",
-    );
-    fs::write(&path, format!("{text}{root}\n")).unwrap();
-    assert_eq!(log.tip_set("src/app.py").unwrap().open.len(), 2);
+    fork_the_vector_artefact(&log);
     assert_eq!(last_day(first + day).1, Some(Value::from(1)));
 }
 
@@ -653,25 +669,8 @@ fn conflicting_cards_are_reported_beside_a_log() {
 /// the new entry, as the log itself projects.
 #[test]
 fn an_append_on_a_fork_keeps_the_other_tip_in_the_tip_file() {
-    let scratch = tempfile::tempdir().unwrap();
-    copy_tree(
-        &vector("artifacts/.sdd/lineage"),
-        &scratch.path().join(".sdd/lineage"),
-    );
-    let log = LineageLog::for_project(scratch.path());
-    let log_path = scratch.path().join(".sdd/lineage/log.jsonl");
-    let text = fs::read_to_string(&log_path).unwrap();
-    let root = text.lines().next().unwrap().replace(
-        "\"ts_ns\":1780000800000000000",
-        "\"ts_ns\":1780000800000000002",
-    );
-    let projection = log.projection_path("src/app.py").unwrap();
-    for path in [&log_path, &projection] {
-        let mut bytes = fs::read(path).unwrap();
-        bytes.extend_from_slice(format!("{root}\n").as_bytes());
-        fs::write(path, bytes).unwrap();
-    }
-    assert_eq!(log.tip_set("src/app.py").unwrap().open.len(), 2);
+    let (_scratch, log) = vector_lineage();
+    fork_the_vector_artefact(&log);
     let next = write(
         "src/app.py",
         b"print('v3')\n",
