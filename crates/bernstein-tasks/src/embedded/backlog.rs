@@ -1037,16 +1037,20 @@ mod tests {
             .unwrap()
             .expect("the first look sees the file");
         tracker.adopted(dir.path(), first, true);
+        let replaced = {
+            let meta = std::fs::metadata(&path).unwrap();
+            (meta.dev(), meta.ino())
+        };
         // Another process replaces the file.
         fsio::write_atomic(&path, b"[\n]").unwrap();
-        let closed_before = fsio::closed_by_closer();
+        let closed_before = fsio::closed_by_closer().len();
         let changed = tracker
             .changed_claims(dir.path(), &lock, |_| false)
             .unwrap()
             .expect("the replacement is seen");
         tracker.adopted(dir.path(), changed, true);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while fsio::closed_by_closer() == closed_before {
+        while !fsio::closed_by_closer()[closed_before..].contains(&replaced) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the replaced file never reached the closer thread"

@@ -5,7 +5,6 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -118,8 +117,10 @@ pub(crate) fn parent_of(path: &Path) -> Result<PathBuf, Error> {
 /// The sending end of the closer thread's queue; `None` when the thread could not be started.
 static CLOSER: OnceLock<Option<Sender<File>>> = OnceLock::new();
 
-/// Files the closer thread has closed (a probe for tests).
-static CLOSED_BY_CLOSER: AtomicU64 = AtomicU64::new(0);
+/// `(st_dev, st_ino)` of each file the closer thread has closed, for tests to find theirs
+/// among the files other tests hand over at the same time.
+#[cfg(test)]
+static CLOSED_BY_CLOSER: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
 
 /// Closes `file` on the store's closer thread (`bernstein-closer`, started on first use) rather
 /// than on the caller's.
@@ -136,8 +137,19 @@ pub(crate) fn close_off_the_call_path(file: File) {
             .name("bernstein-closer".to_owned())
             .spawn(move || {
                 for file in receiver {
+                    #[cfg(test)]
+                    let identity = file.metadata().map(|m| {
+                        use std::os::unix::fs::MetadataExt;
+                        (m.dev(), m.ino())
+                    });
                     drop(file);
-                    CLOSED_BY_CLOSER.fetch_add(1, Ordering::Relaxed);
+                    #[cfg(test)]
+                    if let Ok(identity) = identity {
+                        CLOSED_BY_CLOSER
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(identity);
+                    }
                 }
             })
             .map_err(|e| {
@@ -156,10 +168,15 @@ pub(crate) fn close_off_the_call_path(file: File) {
     }
 }
 
-/// How many files the closer thread has closed so far.
+/// `(st_dev, st_ino)` of each file the closer thread has closed so far, in order. An inode
+/// number may come back once its file is closed, so a test looks only past the length it saw
+/// while it still held its file.
 #[cfg(test)]
-pub(crate) fn closed_by_closer() -> u64 {
-    CLOSED_BY_CLOSER.load(Ordering::Relaxed)
+pub(crate) fn closed_by_closer() -> Vec<(u64, u64)> {
+    CLOSED_BY_CLOSER
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
 }
 
 /// An advisory `flock` lock file. The lock is taken per operation and released when the guard
