@@ -981,6 +981,43 @@ fn worker_scope_and_rendezvous_bindings_are_enforced() {
     assert!(mailbox.verify().unwrap().ok());
 }
 
+/// A post whose writer died before the entry's audit mirror leaves the mirror owed; the next
+/// mirrored post writes it first, once, and a mirror already there is not written again.
+#[test]
+fn the_next_mirrored_post_settles_an_owed_mirror_once() {
+    let scratch = Scratch::new();
+    let mailbox = scratch.mailbox();
+    let chain = bernstein_journal::audit::AuditChain::open(
+        scratch.sdd.join("audit"),
+        bernstein_journal::key::AuditKey::from_master_bytes(audit_key()),
+    );
+    let dlp = RedactionContext::default();
+    let message = |task: &'static str| NewMessage::new(task, "w", "finding", "x", 1.0);
+    let mirrored = |task| {
+        let (entry, error) = mailbox.post_mirrored(&message(task), &dlp, &chain).unwrap();
+        assert!(error.is_none(), "{error:?}");
+        entry
+    };
+    let first = mirrored("t-1");
+    // Posted without its mirror, as by a writer killed before it.
+    let owed = mailbox.post(&message("t-2"), &dlp).unwrap();
+    let third = mirrored("t-3");
+    let fourth = mirrored("t-4");
+    let mirrored_hashes: Vec<String> = mirrors(scratch.sdd.parent().unwrap())
+        .into_iter()
+        .map(|mirror| mirror.entry_hash)
+        .collect();
+    assert_eq!(
+        mirrored_hashes,
+        [
+            first.entry_hash,
+            owed.entry_hash,
+            third.entry_hash,
+            fourth.entry_hash
+        ]
+    );
+}
+
 #[test]
 fn concurrent_posters_keep_one_chain() {
     let scratch = Scratch::new();
