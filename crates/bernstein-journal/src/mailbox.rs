@@ -1488,6 +1488,36 @@ mod tests {
         );
     }
 
+    /// An empty journal read once is trusted as empty by the next post, not read as changed.
+    #[test]
+    fn an_empty_journal_read_once_is_not_a_changed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mailbox = mailbox_in(&dir.path().join(".sdd"), 7);
+        std::fs::create_dir_all(mailbox.path().parent().unwrap()).unwrap();
+        std::fs::write(mailbox.path(), b"").unwrap();
+        let scope = vec!["t-a".to_owned()];
+        let mut refused = NewMessage::new("t-b", "w", "finding", "x", 1_780_000_000.0);
+        refused.authority = Authority::Worker {
+            acting_task_id: Some("t-a"),
+            authorized_task_ids: &scope,
+        };
+        let dlp = RedactionContext::default();
+        assert!(mailbox.post(&refused, &dlp).is_err());
+        let first = mailbox
+            .post(
+                &NewMessage::new("t-a", "w", "finding", "x", 1_780_000_000.0),
+                &dlp,
+            )
+            .unwrap();
+        assert_eq!(first.seq, 0);
+        let stats = mailbox.catch_up_stats();
+        assert_eq!(
+            (stats.full_reads, stats.prefix_changes),
+            (1, 0),
+            "{stats:?}"
+        );
+    }
+
     /// A missing journal is an empty one; any other failure to read or open it is an error,
     /// never an empty journal that a post would start again from genesis.
     #[test]
