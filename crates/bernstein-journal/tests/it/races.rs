@@ -203,7 +203,10 @@ fn concurrent_backlog_claims_grant_each_row_once() {
     run_children(scratch.path(), "backlog", &root);
     let drained = ClaimRequest::new("late-worker", ClaimFilter::default());
     let outcome = claim_in_project(&root, audit_key(), &drained, ClaimTime::now()).unwrap();
-    assert!(!outcome.granted(), "a row was left after every share was claimed");
+    assert!(
+        !outcome.granted(),
+        "a row was left after every share was claimed"
+    );
 
     let after = read_backlog(&backlog_path(&root)).unwrap();
     assert_eq!(after.len(), BACKLOG_ROWS);
