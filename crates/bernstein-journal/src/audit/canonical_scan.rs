@@ -614,6 +614,7 @@ mod tests {
         check("{\"a\": \"\u{e9}\"}", false);
         check(r#"{"a\u0041": 1}"#, false);
         check(r#"{"scheme": 3}"#, false);
+        check(r#"{"scheme": -1}"#, false);
         check(r#"{"scheme": 2.0}"#, false);
         check(r#"{"hmac": 5}"#, false);
         check(r#"{"hmac": "a\"b"}"#, false);
@@ -627,6 +628,38 @@ mod tests {
         check(r#"{"details": {"prev_chain_digest": ""}}"#, true);
         check(r#"{"details": {"prev_chain_digest": 7}}"#, true);
         check(r#"{"details": [1]}"#, true);
+    }
+
+    /// `levels` objects nested in one another, the outermost the record, each holding the
+    /// next under `key` and the innermost holding `1`.
+    fn nested_objects(key: &str, levels: usize) -> String {
+        format!(
+            "{}1{}",
+            format!("{{\"{key}\": ").repeat(levels),
+            "}".repeat(levels)
+        )
+    }
+
+    /// A record holding `levels` arrays nested in one another under `a`.
+    fn nested_arrays(levels: usize) -> String {
+        format!(r#"{{"a": {}1{}}}"#, "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn nesting_is_scanned_to_its_limit_and_declined_past_it() {
+        // The record is depth 0 and each level below it one more, under `details` as under
+        // any other member; arrays count the same way.
+        for key in ["a", "details"] {
+            check(&nested_objects(key, MAX_SCAN_DEPTH + 1), true);
+            check(&nested_objects(key, MAX_SCAN_DEPTH + 2), false);
+        }
+        check(&nested_arrays(MAX_SCAN_DEPTH), true);
+        check(&nested_arrays(MAX_SCAN_DEPTH + 1), false);
+        // Far past the limit the scanner stops at it rather than recursing on: a hostile
+        // line of this depth would otherwise overflow the verifier's stack.
+        check(&nested_objects("a", 100_000), false);
+        check(&nested_objects("details", 100_000), false);
+        check(&nested_arrays(100_000), false);
     }
 
     fn leaf() -> impl Strategy<Value = Value> {
