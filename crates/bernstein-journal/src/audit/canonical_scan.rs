@@ -583,6 +583,8 @@ mod tests {
         check(r#"{"a": 1, "hmac": "ff", "z": [2]}"#, true);
         check(r#"{"details": {"hmac": "ff"}, "hmac": "ee"}"#, true);
         check(r#"{"a": [], "b": {}}"#, true);
+        // An escaped backslash or quote ends its escape: what follows is read afresh.
+        check(r#"{"a": "\\u0041", "b": "\\\"", "c": "\\n"}"#, true);
         check(r#"{"hmac": "x"}"#, true);
         check(r#"{"scheme": true}"#, true);
         // Not the writer's framing, or not a record at all.
