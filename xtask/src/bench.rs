@@ -37,7 +37,7 @@ use bernstein_journal::key::AuditKey;
 use crate::bench_doc::{self, Chart, Series};
 use crate::bench_guard::{self, Scratch};
 use crate::bench_http::{self, CLIENTS, HttpOptions, HttpResults, HttpSetup};
-use crate::bench_limits::{self, SyncLatency, VerifyRates};
+use crate::bench_limits::{self, DurableLatency, VerifyRates};
 use crate::bench_stdio::{self, Binaries, CallCounts, StdioResults};
 use crate::{bench_scale, cargo, project_root};
 
@@ -213,7 +213,7 @@ fn build_rmcp_http() -> anyhow::Result<PathBuf> {
 #[derive(Default)]
 struct Results {
     cores: usize,
-    sync: Option<SyncLatency>,
+    sync: Option<DurableLatency>,
     stdio: Option<StdioResults>,
     verify: Option<VerifyRates>,
     poll: Option<(std::time::Duration, std::time::Duration)>,
@@ -333,7 +333,14 @@ fn value(v: Option<f64>) -> String {
 
 fn summary_lines(results: &Results) -> Vec<Line> {
     let mut lines = Vec::new();
-    let sync_ms = results.sync.as_ref().map(|s| s.mean().as_secs_f64() * 1e3);
+    let sync_ms = results
+        .sync
+        .as_ref()
+        .map(|s| s.one.mean().as_secs_f64() * 1e3);
+    let pair_ms = results
+        .sync
+        .as_ref()
+        .map(|s| s.pair.mean().as_secs_f64() * 1e3);
     if let Some(stdio) = &results.stdio {
         let find = |server: &str, tool: &str| {
             stdio
@@ -347,19 +354,45 @@ fn summary_lines(results: &Results) -> Vec<Line> {
             (Some(bare), Some(sync)) => Some(1e3 / (bare + 2.0 * sync)),
             _ => None,
         };
-        for (server, tool, target, limit) in [
+        // The floor of this disk for our call, which makes its two fdatasyncs side by side:
+        // one bare call plus the pair as the disk served it.
+        let pair_limit = match (bare_ms, pair_ms) {
+            (Some(bare), Some(pair)) => Some(1e3 / (bare + pair)),
+            _ => None,
+        };
+        for (label, server, tool, target, limit) in [
             (
+                "ours",
                 "ours",
                 "bernstein_run_status",
                 ">= 0.9x limit; >= 5x ref when fdatasync <= 0.2 ms",
                 limit,
             ),
-            ("ours (meter off)", "bernstein_run_status", "", limit),
-            ("ours", "bernstein_status", ">= 50x ref", None),
-            ("ours (meter off)", "bernstein_status", "", None),
+            (
+                "ours (meter off)",
+                "ours (meter off)",
+                "bernstein_run_status",
+                "",
+                limit,
+            ),
+            (
+                "ours (limit: one bare call plus the side-by-side pair)",
+                "ours",
+                "bernstein_run_status",
+                "",
+                pair_limit,
+            ),
+            ("ours", "ours", "bernstein_status", ">= 50x ref", None),
+            (
+                "ours (meter off)",
+                "ours (meter off)",
+                "bernstein_status",
+                "",
+                None,
+            ),
         ] {
             lines.push(Line {
-                figure: format!("stdio {tool}, {server}, calls/s"),
+                figure: format!("stdio {tool}, {label}, calls/s"),
                 ours: find(server, tool).map(bench_stdio::Row::calls_per_second),
                 reference: find("reference", tool).map(bench_stdio::Row::calls_per_second),
                 rmcp: rmcp.map(bench_stdio::Row::calls_per_second),
@@ -513,14 +546,18 @@ fn summary_lines(results: &Results) -> Vec<Line> {
 fn render_report(results: &Results) -> (String, String) {
     let mut out = String::new();
     out.push_str(&format!("machine: {} cores", results.cores));
-    if let Some(sync) = &results.sync {
+    if let Some(DurableLatency { one, pair }) = &results.sync {
         out.push_str(&format!(
             "; fdatasync of a 300-byte append: mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms ({} \
-             syncs)",
-            sync.mean().as_secs_f64() * 1e3,
-            bench_scale::percentile_ms(&sync.latencies, 50),
-            bench_scale::percentile_ms(&sync.latencies, 99),
-            sync.latencies.len()
+             syncs); two such appends to two files side by side: mean {:.3} ms, p50 {:.3} ms, \
+             p99 {:.3} ms",
+            one.mean().as_secs_f64() * 1e3,
+            bench_scale::percentile_ms(&one.latencies, 50),
+            bench_scale::percentile_ms(&one.latencies, 99),
+            one.latencies.len(),
+            pair.mean().as_secs_f64() * 1e3,
+            bench_scale::percentile_ms(&pair.latencies, 50),
+            bench_scale::percentile_ms(&pair.latencies, 99),
         ));
     }
     out.push_str("\n\nratios: above 1 means ours is better (faster, or smaller)\n\n");
@@ -595,7 +632,8 @@ fn render_doc(summary: &str, details: &str, options: &Options) -> String {
          `bernstein_run_status` and {} `bernstein_status` calls per series; HTTP: at most {} \
          requests or {} s per load. \"limit\" is the physical limit measured in the same run: \
          for a durable stdio call, one bare rmcp call plus two fdatasyncs (the journal row and \
-         the audit entry); for verify, raw HMAC-SHA256 over the same lines with `ring` on every \
+         the audit entry), and on the row marked so one bare call plus two fdatasyncs of two \
+         files side by side, as the disk served them in the same run; for verify, raw HMAC-SHA256 over the same lines with `ring` on every \
          core.\n\n\
          ![HTTP requests per second against concurrent clients](bench-http.svg)\n\n\
          {}\n\n```text\n{}\n```\n\n\

@@ -2,7 +2,9 @@
 //!
 //! * `durable`: the latency of one `write` + `fdatasync` of a journal-sized line in the on-disk
 //!   scratch directory, and the call rate it implies for a durable sequential call (one bare
-//!   rmcp call plus two fdatasyncs: the anchoring journal row and the audit entry);
+//!   rmcp call plus two fdatasyncs: the anchoring journal row and the audit entry); and, timed
+//!   in alternation with it, two such appends to two files side by side, which is how an
+//!   anchored call makes its row and its entry durable;
 //! * `verify`: `audit verify` on one 100 000-entry chain by ours (the release binary's
 //!   `audit verify`, process start included), by the
 //!   reference's `AuditLog.verify` (when installed), and the raw HMAC-SHA256 limit over the same
@@ -39,24 +41,75 @@ impl SyncLatency {
     }
 }
 
-/// Appends a 300-byte line and fdatasyncs it, [`SYNCS`] times, as the anchoring journal does.
-pub(crate) fn measure_fdatasync(dir: &Path) -> anyhow::Result<SyncLatency> {
-    let path = dir.join("fdatasync-probe.jsonl");
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)?;
-    let line = [b'x'; 299];
-    let mut latencies = Vec::with_capacity(SYNCS);
-    for _ in 0..SYNCS {
-        let started = Instant::now();
-        file.write_all(&line)?;
-        file.write_all(b"\n")?;
-        file.sync_data()?;
-        latencies.push(started.elapsed());
+/// What the disk under the scratch directory takes to make an anchored call durable, timed in
+/// alternation so that both come from the same minutes of the machine.
+#[derive(Debug, Clone)]
+pub(crate) struct DurableLatency {
+    /// One append and fdatasync of one file.
+    pub(crate) one: SyncLatency,
+    /// Two appends and fdatasyncs of two files side by side, the second on a helper thread, as
+    /// an anchored call makes its journal row and its audit entry durable: the floor of that
+    /// call on this disk, which a disk that serves two fdatasyncs no faster together than one
+    /// after the other puts at two single latencies.
+    pub(crate) pair: SyncLatency,
+}
+
+/// Appends a 300-byte line and fdatasyncs it, [`SYNCS`] times, as the anchoring journal does;
+/// each time also times a pair of such appends to two files side by side.
+pub(crate) fn measure_fdatasync(dir: &Path) -> anyhow::Result<DurableLatency> {
+    let open = |name: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(name))
+    };
+    let mut single = open("fdatasync-probe.jsonl")?;
+    let mut row = open("fdatasync-pair-row.jsonl")?;
+    let entry = open("fdatasync-pair-entry.jsonl")?;
+    let mut line = [b'x'; 300];
+    line[299] = b'\n';
+    let (to_helper, helper_work) = std::sync::mpsc::channel::<()>();
+    let (helper_done, from_helper) = std::sync::mpsc::channel::<std::io::Result<()>>();
+    let mut one = Vec::with_capacity(SYNCS);
+    let mut pair = Vec::with_capacity(SYNCS);
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let mut entry = entry;
+        scope.spawn(move || {
+            for () in helper_work {
+                let synced = entry.write_all(&line).and_then(|()| entry.sync_data());
+                if helper_done.send(synced).is_err() {
+                    return;
+                }
+            }
+        });
+        for _ in 0..SYNCS {
+            let started = Instant::now();
+            single.write_all(&line)?;
+            single.sync_data()?;
+            one.push(started.elapsed());
+
+            let started = Instant::now();
+            to_helper.send(())?;
+            row.write_all(&line)?;
+            row.sync_data()?;
+            from_helper.recv()??;
+            pair.push(started.elapsed());
+        }
+        // Closing the channel ends the helper's loop, so the scope can join it.
+        drop(to_helper);
+        Ok(())
+    })?;
+    for name in [
+        "fdatasync-probe.jsonl",
+        "fdatasync-pair-row.jsonl",
+        "fdatasync-pair-entry.jsonl",
+    ] {
+        std::fs::remove_file(dir.join(name))?;
     }
-    std::fs::remove_file(&path)?;
-    Ok(SyncLatency { latencies })
+    Ok(DurableLatency {
+        one: SyncLatency { latencies: one },
+        pair: SyncLatency { latencies: pair },
+    })
 }
 
 /// Verify rates over one chain, entries per second.
@@ -321,7 +374,14 @@ mod tests {
         assert_eq!(chain_lines(&dir.path().join("c")).unwrap().len(), 25);
         let poll = measure_poll(dir.path(), &key, 10).unwrap();
         assert!(poll > Duration::ZERO);
-        let sync = measure_fdatasync(dir.path()).unwrap();
-        assert_eq!(sync.latencies.len(), SYNCS);
+        let durable = measure_fdatasync(dir.path()).unwrap();
+        assert_eq!(durable.one.latencies.len(), SYNCS);
+        assert_eq!(durable.pair.latencies.len(), SYNCS);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .filter(|name| name.to_string_lossy().starts_with("fdatasync-"))
+            .collect();
+        assert!(left.is_empty(), "the probes left {left:?}");
     }
 }
