@@ -218,8 +218,9 @@ fn a_journal_row_removed_after_sealing_is_named() {
 }
 
 /// The brief poll an async worker answers in place projects the very handle of the full poll,
-/// writes nothing, and declines (`None`) exactly when the full poll must do more: build the
-/// chain's head index or catch it up by more than a mebibyte, seal a terminal run its newest
+/// writes nothing, catches up on a few new entries itself, and declines (`None`) exactly when
+/// the full poll must do more: build the chain's head index or catch it up by more than a
+/// mebibyte, seal a terminal run its newest
 /// seal does not bind, or parse a journal too large to keep parsed.
 #[test]
 fn a_brief_poll_is_the_full_poll_or_declines() {
@@ -250,6 +251,15 @@ fn a_brief_poll_is_the_full_poll_or_declines() {
     );
     let full = unindexed.poll("t-42");
     assert_eq!(brief(&unindexed, false), Some(full.clone()));
+    // Another server's few calls since, far under the mebibyte, are caught up in place.
+    for n in 0..3 {
+        anchor(&unindexed.chain, 50 + n, 90 + n);
+    }
+    assert_eq!(
+        brief(&unindexed, false),
+        Some(full.clone()),
+        "a small catch-up is answered briefly"
+    );
     let note = "n".repeat(64 * 1024);
     for n in 0..17 {
         let event = AuditEvent::new(
