@@ -220,8 +220,8 @@ fn a_journal_row_removed_after_sealing_is_named() {
 /// The brief poll an async worker answers in place projects the very handle of the full poll,
 /// writes nothing, catches up on a few new entries itself, and declines (`None`) exactly when
 /// the full poll must do more: build the chain's head index or catch it up by more than a
-/// mebibyte, seal a terminal run its newest seal does not bind, or parse a journal too large to
-/// keep parsed.
+/// mebibyte, seal a terminal run its newest seal does not bind (by status or by journal head),
+/// or parse a journal too large to keep parsed.
 #[test]
 fn a_brief_poll_is_the_full_poll_or_declines() {
     let brief = |fixture: &Fixture, may_seal: bool| {
@@ -301,6 +301,20 @@ fn a_brief_poll_is_the_full_poll_or_declines() {
         audit_bytes(&unsealed),
         chain_before,
         "the brief poll sealed nothing"
+    );
+
+    // A row after the end keeps the status but moves the head: the seal binds no longer.
+    let moved = fixture(true);
+    moved.poll("t-42");
+    let mut writer = JournalWriter::open(moved.root(), "task-t-42", HashProfile::PyJsonV1).unwrap();
+    let late = Object::new()
+        .with("task_id", "t-42")
+        .with("note", "after the end");
+    writer.append("task_progress", &late).unwrap();
+    assert_eq!(
+        brief(&moved, true),
+        None,
+        "a seal naming an older journal head declines"
     );
 
     let large = fixture(false);
