@@ -74,9 +74,11 @@ pub fn seal_event(task_id: &str, handle: &RunHandle) -> AuditEvent {
     )
 }
 
-/// The exclusive lock on a run journal file, the one its writers take.
+/// The exclusive lock on a run journal file, the one its writers take. Closing the descriptor
+/// when this drops releases the lock.
 struct JournalLock {
-    file: File,
+    /// The locked journal, held only so that the lock lasts until this drops.
+    _locked: File,
 }
 
 impl JournalLock {
@@ -88,14 +90,7 @@ impl JournalLock {
             Err(err) => return Err(Error::io("open", path, err)),
         };
         file.lock().map_err(|err| Error::io("lock", path, err))?;
-        Ok(Some(JournalLock { file }))
-    }
-}
-
-impl Drop for JournalLock {
-    fn drop(&mut self) {
-        // Closing the descriptor releases the lock too; unlocking first makes it prompt.
-        let _ = self.file.unlock();
+        Ok(Some(JournalLock { _locked: file }))
     }
 }
 

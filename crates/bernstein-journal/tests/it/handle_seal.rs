@@ -8,8 +8,8 @@
 
 use bernstein_journal::audit::{AuditChain, AuditEvent, Timestamp};
 use bernstein_journal::handle::{
-    PresentedHandle, RunHandle, SealOutcome, poll_run_handle, poll_run_handle_brief,
-    seal_terminal_run_at, verify_handle_chain,
+    PresentedHandle, RunHandle, SealOutcome, TaskStatus, poll_run_handle, poll_run_handle_brief,
+    seal_terminal_run_at, terminal_event, verify_handle_chain,
 };
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{HashProfile, JournalWriter};
@@ -335,6 +335,34 @@ fn a_brief_poll_is_the_full_poll_or_declines() {
         large.poll("task-t-42"),
         "the full poll still answers"
     );
+}
+
+/// A task without a journal has nothing to seal; a journal that cannot be opened is an error,
+/// not a journal that is missing.
+#[test]
+fn sealing_needs_a_journal_it_can_open() {
+    let fixture = fixture(false);
+    let nothing = seal_terminal_run_at(fixture.root(), &fixture.chain, "t-none", Some(at(9)));
+    assert!(
+        matches!(nothing, Ok(SealOutcome::NotTerminal)),
+        "{nothing:?}"
+    );
+    // The run's directory is a plain file, so its journal's path cannot be opened.
+    std::fs::write(fixture.root().join(".sdd/runs/task-t-file"), b"").unwrap();
+    let refused = seal_terminal_run_at(fixture.root(), &fixture.chain, "t-file", Some(at(9)));
+    assert!(refused.is_err(), "{refused:?}");
+}
+
+#[test]
+fn each_terminal_status_has_its_lifecycle_event() {
+    let check = |status: TaskStatus, expect: Option<&str>| {
+        assert_eq!(terminal_event(status), expect, "{status:?}");
+    };
+    check(TaskStatus::Completed, Some("task_completed"));
+    check(TaskStatus::Failed, Some("task_failed"));
+    check(TaskStatus::Cancelled, Some("task_cancelled"));
+    check(TaskStatus::Working, None);
+    check(TaskStatus::InputRequired, None);
 }
 
 /// Every file of the fixture's chain with its bytes, in name order.
