@@ -1008,6 +1008,40 @@ mod tests {
         insta::assert_snapshot!(text);
     }
 
+    /// A row of an open task that is not plain open (a claimer named on an open row, or a claim
+    /// in progress without its claimer) is somebody's record, kept as written, not projected
+    /// over.
+    #[test]
+    fn an_open_tasks_row_that_is_not_plain_open_is_kept_as_written() {
+        let check = |row: &str, kept: &str| {
+            let file = format!("[{row}]");
+            let (text, claims) = reconcile(Some(&file), &[task("t-open", TaskStatus::Open)]);
+            assert!(claims.is_empty(), "{row}: {claims:?}");
+            assert!(text.contains(kept), "{row} became {text}");
+        };
+        check(
+            r#"{"id": "t-open", "status": "open", "claimer": "worker-a"}"#,
+            r#""claimer": "worker-a""#,
+        );
+        check(
+            r#"{"id": "t-open", "status": "in_progress", "claimer": null}"#,
+            r#""status": "in_progress""#,
+        );
+    }
+
+    /// A backlog file that exists but cannot be read is a storage error, never taken for a
+    /// missing (empty) backlog that the next write would replace.
+    #[test]
+    fn a_backlog_that_cannot_be_read_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(BACKLOG_FILE)).unwrap();
+        let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
+        match lock_and_read(dir.path(), &lock, None) {
+            Err(err) => assert!(err.to_string().contains(BACKLOG_FILE), "{err}"),
+            Ok(_) => panic!("a directory in the backlog's place was read as a backlog"),
+        }
+    }
+
     /// A row is current only at the task's version: a task that moved on and came back to the
     /// same status has its row written again.
     #[test]
