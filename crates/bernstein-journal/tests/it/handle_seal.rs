@@ -8,11 +8,11 @@
 
 use bernstein_journal::audit::{AuditChain, AuditEvent, Timestamp};
 use bernstein_journal::handle::{
-    PresentedHandle, RunHandle, SealOutcome, TaskStatus, poll_run_handle, poll_run_handle_brief,
-    seal_terminal_run_at, terminal_event, verify_handle_chain,
+    PresentedHandle, RunHandle, SealOutcome, TaskStatus, append_terminal_row, poll_run_handle,
+    poll_run_handle_brief, seal_terminal_run_at, terminal_event, verify_handle_chain,
 };
 use bernstein_journal::key::AuditKey;
-use bernstein_journal::run_journal::{HashProfile, JournalWriter};
+use bernstein_journal::run_journal::{HashProfile, JournalWriter, load_journal};
 use bernstein_protocol::pyjson::{Object, Value};
 
 /// Recorded in the header of every snapshot that pins handle bytes.
@@ -351,6 +351,50 @@ fn sealing_needs_a_journal_it_can_open() {
     std::fs::write(fixture.root().join(".sdd/runs/task-t-file"), b"").unwrap();
     let refused = seal_terminal_run_at(fixture.root(), &fixture.chain, "t-file", Some(at(9)));
     assert!(refused.is_err(), "{refused:?}");
+}
+
+/// A terminal row is appended once: not over any row the status fold ends the run with, and
+/// over anything else.
+#[test]
+fn a_terminal_row_is_appended_only_to_a_run_that_has_not_ended() {
+    let events = |root: &std::path::Path| -> Vec<String> {
+        load_journal(&root.join(".sdd/runs/task-t-7/journal.jsonl"))
+            .unwrap()
+            .rows
+            .iter()
+            .map(|row| row.get("event").and_then(Value::as_str).unwrap().to_owned())
+            .collect()
+    };
+    let payload = Object::new().with("task_id", "t-7").with("status", "done");
+    let check = |before: Option<&str>, expect: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rows = Vec::new();
+        if let Some(event) = before {
+            let mut writer =
+                JournalWriter::open(dir.path(), "task-t-7", HashProfile::PyJsonV1).unwrap();
+            writer.append(event, &payload).unwrap();
+            rows.push(event.to_owned());
+        }
+        let appended = append_terminal_row(dir.path(), "t-7", "task_completed", &payload).unwrap();
+        assert_eq!(appended, expect, "after {before:?}");
+        if expect {
+            rows.push("task_completed".to_owned());
+        }
+        assert_eq!(events(dir.path()), rows, "after {before:?}");
+    };
+    check(None, true);
+    check(Some("task_claimed"), true);
+    check(Some("task_progress"), true);
+    for terminal in [
+        "task_completed",
+        "run_completed",
+        "task_failed",
+        "run_failed",
+        "task_cancelled",
+        "run_cancelled",
+    ] {
+        check(Some(terminal), false);
+    }
 }
 
 #[test]

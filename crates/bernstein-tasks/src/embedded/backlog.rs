@@ -1029,6 +1029,26 @@ mod tests {
         );
     }
 
+    /// A file another reader finds already holding the projection is known to be its
+    /// rendering afterwards, so the next projection renders nothing to compare.
+    #[test]
+    fn a_file_found_to_hold_the_projection_is_known_canonical() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
+        let tasks = [task("t-1", TaskStatus::Open), task("t-2", TaskStatus::Open)];
+        let index = index_of(&tasks);
+        let load = |slot: usize| Ok(tasks[slot].clone());
+        lock_and_read(dir.path(), &lock, None)
+            .unwrap()
+            .reconcile(&index, load)
+            .unwrap();
+        // A reader that knows nothing parses the file and cannot tell it is canonical yet.
+        let fresh = lock_and_read(dir.path(), &lock, None).unwrap();
+        assert!(fresh.parsed && !fresh.canonical);
+        let known = fresh.reconcile(&index, load).unwrap().unwrap();
+        assert!(known.canonical, "the file was found to be the rendering");
+    }
+
     /// A backlog file that exists but cannot be read is a storage error, never taken for a
     /// missing (empty) backlog that the next write would replace.
     #[test]
