@@ -8,12 +8,13 @@
 
 use bernstein_journal::audit::{AuditChain, AuditEvent, Timestamp};
 use bernstein_journal::handle::{
-    PresentedHandle, RunHandle, SealOutcome, TaskStatus, append_terminal_row, poll_run_handle,
-    poll_run_handle_brief, seal_terminal_run_at, terminal_event, verify_handle_chain,
+    PresentedHandle, RunHandle, SealOutcome, TaskStatus, append_terminal_row, lifecycle_payload,
+    poll_run_handle, poll_run_handle_brief, seal_terminal_run_at, terminal_event,
+    verify_handle_chain,
 };
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{HashProfile, JournalWriter, load_journal};
-use bernstein_protocol::pyjson::{Object, Value};
+use bernstein_protocol::pyjson::{Dialect, Object, Value};
 
 /// Recorded in the header of every snapshot that pins handle bytes.
 const DEPARTURE: &str = "chainHead departs from the reference's bytes: the reference embeds the \
@@ -395,6 +396,35 @@ fn a_terminal_row_is_appended_only_to_a_run_that_has_not_ended() {
     ] {
         check(Some(terminal), false);
     }
+}
+
+/// The payload of a lifecycle row: the task, the row's status and version (an empty status and
+/// version 1 when the row has none), and the reason when there is one.
+#[test]
+fn a_lifecycle_payload_is_built_from_the_task_row() {
+    let check = |row: &str, reason: Option<&str>, expect: &str| {
+        let Value::Object(row) = Value::parse(row).unwrap() else {
+            panic!("{row} is not an object");
+        };
+        let payload = lifecycle_payload("t-7", &row, reason);
+        // The dump sorts the keys.
+        assert_eq!(Value::Object(payload).dumps(Dialect::PY_SPACED), expect);
+    };
+    check(
+        r#"{"status": "done", "version": 4, "title": "T"}"#,
+        None,
+        r#"{"status": "done", "task_id": "t-7", "task_version": 4}"#,
+    );
+    check(
+        r#"{"status": "cancelled", "version": 2}"#,
+        Some("plan rejected"),
+        r#"{"reason": "plan rejected", "status": "cancelled", "task_id": "t-7", "task_version": 2}"#,
+    );
+    check(
+        "{}",
+        None,
+        r#"{"status": "", "task_id": "t-7", "task_version": 1}"#,
+    );
 }
 
 #[test]

@@ -1313,7 +1313,9 @@ mod tests {
             {"id": "t-open-3", "status": "in_progress", "claimer": "w", "claimed_at": NaN},
             {"id": "t-open-4", "status": "open", "claimer": null, "claimed_at": -1},
             {"id": "t-done-5", "status": "in_progress", "claimer": "w", "claimed_at": -1},
-            {"id": "t-open-6", "status": "in_progress", "claimer": "w", "claimed_at": Infinity}
+            {"id": "t-open-6", "status": "in_progress", "claimer": "w", "claimed_at": Infinity},
+            {"id": "t-open-7", "status": "in_progress", "claimer": null, "claimed_at": -1},
+            {"id": "t-open-8", "status": "open", "claimer": "w", "claimed_at": -1}
         ]"#;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(BACKLOG_FILE), text).unwrap();
