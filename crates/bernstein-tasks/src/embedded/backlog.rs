@@ -1049,6 +1049,38 @@ mod tests {
         assert!(known.canonical, "the file was found to be the rendering");
     }
 
+    /// A file that already holds the projection is not written again, whether this process
+    /// knew it (nothing rendered) or parsed it afresh (rendered, found equal); an empty array
+    /// written another way is rewritten as the reference writes it.
+    #[test]
+    fn only_a_file_that_differs_from_the_projection_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
+        let tasks = [task("t-1", TaskStatus::Open)];
+        let index = index_of(&tasks);
+        let load = |slot: usize| Ok(tasks[slot].clone());
+        let known = lock_and_read(dir.path(), &lock, None)
+            .unwrap()
+            .reconcile(&index, load)
+            .unwrap()
+            .unwrap();
+        for known in [Some(&known), None] {
+            let backlog = lock_and_read(dir.path(), &lock, known).unwrap();
+            let projection = backlog.projection(&index, load).unwrap().unwrap();
+            assert_eq!(projection.text, None, "known: {}", known.is_some());
+        }
+
+        let empty = tempfile::tempdir().unwrap();
+        std::fs::write(empty.path().join(BACKLOG_FILE), "[ ]").unwrap();
+        let lock = LockFile::open(&empty.path().join(BACKLOG_LOCK_FILE)).unwrap();
+        let backlog = lock_and_read(empty.path(), &lock, None).unwrap();
+        let projection = backlog
+            .projection(&Index::default(), load)
+            .unwrap()
+            .unwrap();
+        assert_eq!(projection.text.as_deref(), Some("[]"));
+    }
+
     /// A backlog file that exists but cannot be read is a storage error, never taken for a
     /// missing (empty) backlog that the next write would replace.
     #[test]
