@@ -1109,6 +1109,45 @@ mod tests {
         assert!(text.contains("T, retitled"), "{text}");
     }
 
+    /// What the tracker reads again: a missing file only until it has looked once; a file it
+    /// adopted wholly is noted for the other store processes; a path it cannot open is an
+    /// error, not a missing file.
+    #[test]
+    fn the_tracker_looks_once_notes_what_it_adopted_and_refuses_what_it_cannot_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = LockFile::open(&dir.path().join(BACKLOG_LOCK_FILE)).unwrap();
+        let mut tracker = BacklogTracker::default();
+        let missing = tracker
+            .changed_claims(dir.path(), &lock, |_| false)
+            .unwrap()
+            .expect("the first look at a missing file is a change");
+        tracker.adopted(dir.path(), missing, true);
+        assert!(
+            tracker
+                .changed_claims(dir.path(), &lock, |_| false)
+                .unwrap()
+                .is_none(),
+            "a file still missing is not looked for again"
+        );
+
+        // A path that cannot be opened in the missing file's place is not still missing.
+        let path = dir.path().join(BACKLOG_FILE);
+        std::os::unix::fs::symlink(&path, &path).unwrap();
+        let refused = tracker.changed_claims(dir.path(), &lock, |_| false);
+        assert!(refused.is_err(), "a symlink loop read as {refused:?}");
+        std::fs::remove_file(&path).unwrap();
+
+        std::fs::write(&path, "[]").unwrap();
+        let read = tracker
+            .changed_claims(dir.path(), &lock, |_| false)
+            .unwrap()
+            .expect("the new file is seen");
+        assert!(!read.noted);
+        let stamp = read.stamp.as_ref().map(|(stamp, _)| *stamp);
+        tracker.adopted(dir.path(), read, true);
+        assert_eq!(adopted_note(dir.path()), stamp, "the adoption is noted");
+    }
+
     /// The tracker's descriptor on a backlog another process replaced can be the last one on a
     /// large unlinked file; it is let go of on the closer thread, not inside the call.
     #[test]
