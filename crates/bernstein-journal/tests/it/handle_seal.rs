@@ -9,7 +9,7 @@
 use bernstein_journal::audit::{AuditChain, AuditEvent, Timestamp};
 use bernstein_journal::handle::{
     PresentedHandle, RunHandle, SealOutcome, TaskStatus, append_terminal_row, lifecycle_payload,
-    poll_run_handle, poll_run_handle_brief, seal_terminal_run_at, terminal_event,
+    poll_run_handle, poll_run_handle_brief, seal_event, seal_terminal_run_at, terminal_event,
     verify_handle_chain,
 };
 use bernstein_journal::key::AuditKey;
@@ -335,6 +335,47 @@ fn a_brief_poll_is_the_full_poll_or_declines() {
         large.poll("t-42"),
         large.poll("task-t-42"),
         "the full poll still answers"
+    );
+}
+
+/// Entries that name the run after a handle's head leave the handle genuine but stale (and
+/// before any, it is not); a seal of a status that is not terminal is a problem.
+#[test]
+fn later_entries_make_a_handle_stale_and_a_seal_must_be_terminal() {
+    let fixture = fixture(true);
+    let handle = fixture.poll("t-42");
+    let fresh = fixture.verify(&handle);
+    assert!(fresh.verified(), "{:?}", fresh.problems);
+    assert!(!fresh.stale() && fresh.later_entries == 0, "{fresh:?}");
+
+    let later = AuditEvent::new(
+        "task.updated",
+        "task_server",
+        "task",
+        "t-42",
+        Object::new().with("task_id", "t-42").with("note", "later"),
+    );
+    for n in 0..2 {
+        fixture.chain.append_at(&later, at(20 + n)).unwrap();
+    }
+    let stale = fixture.verify(&handle);
+    assert!(stale.verified(), "{:?}", stale.problems);
+    assert!(stale.stale() && stale.later_entries == 2, "{stale:?}");
+
+    let mut working = handle.clone();
+    working.status = TaskStatus::Working;
+    fixture
+        .chain
+        .append_at(&seal_event("t-42", &working), at(30))
+        .unwrap();
+    let report = fixture.verify(&handle);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("seal status \"working\" is not a terminal status")),
+        "{:?}",
+        report.problems
     );
 }
 
