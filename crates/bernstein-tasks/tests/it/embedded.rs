@@ -913,3 +913,25 @@ fn a_held_result_is_signed_off_only_from_pending_approval() {
         .rows;
     assert_eq!(project_task_status(&rows), RunStatus::Completed);
 }
+
+/// The last handle of a store that changed tasks leaves the backlog file current when it
+/// closes, so a reader started after it finds it so; a store that changed nothing writes
+/// nothing on close.
+#[test]
+fn closing_a_store_that_changed_tasks_brings_the_backlog_in_step() {
+    let (dir, store) = project();
+    let backlog = runtime(dir.path()).join("task-backlog.json");
+    let task = store.create_task(request("t")).unwrap();
+    drop(store);
+    let text = std::fs::read_to_string(&backlog).expect("the backlog was written on close");
+    assert!(text.contains(task.id.as_str()), "{text}");
+
+    std::fs::remove_file(&backlog).unwrap();
+    let reader = EmbeddedStore::open(dir.path(), Some(test_key())).unwrap();
+    assert_eq!(reader.get_task(&task.id).unwrap().id, task.id);
+    drop(reader);
+    assert!(
+        !backlog.exists(),
+        "a store that changed nothing wrote the backlog on close"
+    );
+}
