@@ -312,6 +312,23 @@ mod tests {
     }
 
     #[test]
+    fn ledger_phases_are_ordered_and_unknown_ones_are_zero() {
+        let check = |phase: &str, ordinal: u64, terminal: bool| {
+            assert_eq!(phase_ordinal(phase), ordinal, "{phase}");
+            assert_eq!(is_terminal_phase(phase), terminal, "{phase}");
+        };
+        check("scheduled", 1, false);
+        check("started", 2, false);
+        check("suspended", 2, false);
+        check("resumed", 2, false);
+        check("completed", 3, true);
+        check("failed", 3, true);
+        check("abandoned", 3, true);
+        check("", 0, false);
+        check("Scheduled", 0, false);
+    }
+
+    #[test]
     fn advancement_is_strict_and_componentwise() {
         let base = vector(1, "started");
         assert!(base.should_emit_after(None));

@@ -362,6 +362,18 @@ fn later_entries_make_a_handle_stale_and_a_seal_must_be_terminal() {
     assert!(stale.verified(), "{:?}", stale.problems);
     assert!(stale.stale() && stale.later_entries == 2, "{stale:?}");
 
+    let mut unknown_head = handle.clone();
+    unknown_head.chain_head = "0".repeat(64);
+    let report = fixture.verify(&unknown_head);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("is not the hmac of a verified audit entry naming run task-t-42")),
+        "{:?}",
+        report.problems
+    );
+
     let mut working = handle.clone();
     working.status = TaskStatus::Working;
     fixture
