@@ -8,9 +8,9 @@
 
 use bernstein_journal::audit::{AuditChain, AuditEvent, Timestamp};
 use bernstein_journal::handle::{
-    PresentedHandle, RunHandle, SealOutcome, TaskStatus, append_terminal_row, lifecycle_payload,
-    poll_run_handle, poll_run_handle_brief, seal_event, seal_terminal_run_at, terminal_event,
-    verify_handle_chain,
+    HandleChainReport, PresentedHandle, RunHandle, SealOutcome, TaskStatus, append_terminal_row,
+    lifecycle_payload, poll_run_handle, poll_run_handle_brief, seal_event, seal_terminal_run_at,
+    terminal_event, verify_handle_chain,
 };
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{HashProfile, JournalWriter, load_journal};
@@ -63,7 +63,7 @@ impl Fixture {
         poll_run_handle(self.root(), id, None).unwrap().0
     }
 
-    fn verify(&self, handle: &RunHandle) -> bernstein_journal::handle::HandleChainReport {
+    fn verify(&self, handle: &RunHandle) -> HandleChainReport {
         let presented =
             PresentedHandle::from_wire(&Value::Object(handle.to_wire_object())).unwrap();
         verify_handle_chain(self.root(), &key(), &presented).unwrap()
@@ -189,33 +189,15 @@ fn a_journal_row_removed_after_sealing_is_named() {
     std::fs::write(&journal, first_row).unwrap();
     let report = fixture.verify(&handle);
     assert!(!report.verified());
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| p.contains("status 'completed' does not match journal projection 'working'")),
-        "{:?}",
-        report.problems
+    assert_names_problem(
+        &report,
+        "status 'completed' does not match journal projection 'working'",
     );
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| p.contains("journal_head does not match")),
-        "{:?}",
-        report.problems
-    );
+    assert_names_problem(&report, "journal_head does not match");
     // The poll now projects the journal as it stands, whose head differs from the seal's.
     let now = fixture.poll("t-42");
     let again = fixture.verify(&now);
-    assert!(
-        again
-            .problems
-            .iter()
-            .any(|p| p.contains("seal status \"completed\" differs")),
-        "{:?}",
-        again.problems
-    );
+    assert_names_problem(&again, "seal status \"completed\" differs");
 }
 
 /// The brief poll an async worker answers in place projects the very handle of the full poll,
@@ -365,13 +347,9 @@ fn later_entries_make_a_handle_stale_and_a_seal_must_be_terminal() {
     let mut unknown_head = handle.clone();
     unknown_head.chain_head = "0".repeat(64);
     let report = fixture.verify(&unknown_head);
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| p.contains("is not the hmac of a verified audit entry naming run task-t-42")),
-        "{:?}",
-        report.problems
+    assert_names_problem(
+        &report,
+        "is not the hmac of a verified audit entry naming run task-t-42",
     );
 
     let mut working = handle.clone();
@@ -381,14 +359,7 @@ fn later_entries_make_a_handle_stale_and_a_seal_must_be_terminal() {
         .append_at(&seal_event("t-42", &working), at(30))
         .unwrap();
     let report = fixture.verify(&handle);
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| p.contains("seal status \"working\" is not a terminal status")),
-        "{:?}",
-        report.problems
-    );
+    assert_names_problem(&report, "seal status \"working\" is not a terminal status");
 }
 
 /// A task without a journal has nothing to seal; a journal that cannot be opened is an error,
@@ -490,6 +461,15 @@ fn each_terminal_status_has_its_lifecycle_event() {
     check(TaskStatus::Cancelled, Some("task_cancelled"));
     check(TaskStatus::Working, None);
     check(TaskStatus::InputRequired, None);
+}
+
+/// Asserts that one of `report`'s problems contains `text`.
+fn assert_names_problem(report: &HandleChainReport, text: &str) {
+    assert!(
+        report.problems.iter().any(|p| p.contains(text)),
+        "no problem names {text:?}: {:?}",
+        report.problems
+    );
 }
 
 /// Every file of the fixture's chain with its bytes, in name order.
