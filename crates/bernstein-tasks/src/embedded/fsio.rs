@@ -257,6 +257,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_time_is_the_wall_clock_in_unix_seconds() {
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let now = now_unix();
+        assert!((now - before).abs() < 60.0, "{now} against {before}");
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_opened_cannot_be_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let err = sync_dir(&missing).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+        sync_dir(dir.path()).unwrap();
+    }
+
+    #[test]
     fn atomic_write_replaces_and_leaves_no_temporary_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join("file.json");
