@@ -7,7 +7,10 @@
 //! of each of its ancestors up to and including the directory that holds `.sdd/`: a process
 //! whose creator died between `create` and the directory fsync cannot know the file is new, so
 //! every process makes the entries durable itself before its first acknowledgement that depends
-//! on them.
+//! on them. The process that did so then marks the file ([`DURABLE_MARK_XATTR`], an extended
+//! attribute naming the file's inode, birth time and path), and another process that finds the
+//! mark on the file skips the walk: the fsyncs it would repeat completed before the mark was
+//! set. Where the file system keeps no such attribute or no birth time, every process walks.
 //!
 //! **Appends.** [`append_durably`] writes a whole row with one `write(2)` and fsyncs it; when the
 //! write or the fsync fails, the file is truncated back to its length before the row (as the task
@@ -273,6 +276,11 @@ pub fn ensure_entry_durable(path: &Path) -> io::Result<()> {
     if seen.contains(path) {
         return Ok(());
     }
+    let mark = DurableMark::of(path);
+    if mark.as_ref().is_some_and(|mark| mark.is_on(path)) {
+        seen.insert(path.to_path_buf());
+        return Ok(());
+    }
     let under_sdd = path.components().any(|c| c.as_os_str() == ".sdd");
     let mut child = path;
     while let Some(parent) = child.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -286,7 +294,78 @@ pub fn ensure_entry_durable(path: &Path) -> io::Result<()> {
         }
         child = parent;
     }
+    if let Some(mark) = mark {
+        mark.put_on(path);
+    }
     Ok(())
+}
+
+/// The extended attribute [`ensure_entry_durable`] sets on a file once the file's directory
+/// entry and its ancestors' are durable, so that other processes need not fsync them again.
+pub const DURABLE_MARK_XATTR: &str = "user.bernstein.entry-durable";
+
+/// What [`DURABLE_MARK_XATTR`] holds: the file's device, inode number and birth time, and a
+/// digest of the path it was made durable under. A mark is trusted only when all of them still
+/// match, so it says nothing about a copy (another inode, or a later birth time where the inode
+/// number was reused) nor about the file after a rename (another path), whose new entry no
+/// fsync has covered yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DurableMark(String);
+
+impl DurableMark {
+    /// The mark `path` would carry, or `None` when it cannot carry one: the file does not exist
+    /// yet, or the file system reports no birth time.
+    fn of(path: &Path) -> Option<DurableMark> {
+        use rustix::fs::{AtFlags, CWD, StatxFlags, statx};
+        let stat = statx(
+            CWD,
+            path,
+            AtFlags::SYMLINK_NOFOLLOW,
+            StatxFlags::INO | StatxFlags::BTIME,
+        )
+        .ok()?;
+        if !StatxFlags::from_bits_retain(stat.stx_mask).contains(StatxFlags::BTIME) {
+            return None;
+        }
+        let path_digest = digest::digest(
+            &digest::SHA256,
+            std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()),
+        );
+        Some(DurableMark(format!(
+            "1 {}:{} {} {}.{:09} {}",
+            stat.stx_dev_major,
+            stat.stx_dev_minor,
+            stat.stx_ino,
+            stat.stx_btime.tv_sec,
+            stat.stx_btime.tv_nsec,
+            hex(path_digest.as_ref())
+        )))
+    }
+
+    /// Whether `path` carries this mark.
+    fn is_on(&self, path: &Path) -> bool {
+        let mut found = [0u8; 160];
+        rustix::fs::lgetxattr(path, DURABLE_MARK_XATTR, &mut found[..])
+            .is_ok_and(|len| found.get(..len) == Some(self.0.as_bytes()))
+    }
+
+    /// Sets the mark on `path`, best effort: without it, other processes fsync the entries
+    /// again, which costs time and loses nothing.
+    fn put_on(&self, path: &Path) {
+        let set = rustix::fs::lsetxattr(
+            path,
+            DURABLE_MARK_XATTR,
+            self.0.as_bytes(),
+            rustix::fs::XattrFlags::empty(),
+        );
+        if let Err(err) = set {
+            tracing::trace!(
+                target: "bernstein_journal::durable",
+                path = %path.display(),
+                "the durable-entry mark was not set (other processes fsync the entries again): {err}"
+            );
+        }
+    }
 }
 
 /// Appends `bytes` (one whole row) to `file`, opened with `O_APPEND` and locked by the caller,
@@ -646,6 +725,120 @@ mod tests {
         );
         ensure_entry_durable(&file).unwrap();
         assert!(seams::take_dir_syncs().is_empty());
+    }
+
+    /// Forgets what this process made durable under `base`, so the next walk there is the one
+    /// a second process would make.
+    fn forget_durable_entries_under(base: &Path) {
+        durable_entries().retain(|known| !known.starts_with(base));
+    }
+
+    /// Whether the file system under `dir` keeps the durable mark (user extended attributes
+    /// and birth times).
+    fn marks_supported(dir: &Path) -> bool {
+        let probe = dir.join("mark-probe");
+        fs::write(&probe, b"").unwrap();
+        let supported = DurableMark::of(&probe).is_some_and(|mark| {
+            mark.put_on(&probe);
+            mark.is_on(&probe)
+        });
+        fs::remove_file(&probe).unwrap();
+        supported
+    }
+
+    /// A journal made durable under `<base>/.sdd/runs/r`, and the four directories its walk
+    /// fsyncs.
+    fn durable_journal(base: &Path) -> (PathBuf, Vec<PathBuf>) {
+        let runs = base.join(".sdd").join("runs").join("r");
+        fs::create_dir_all(&runs).unwrap();
+        let file = runs.join("journal.jsonl");
+        fs::write(&file, b"").unwrap();
+        let walk = vec![
+            runs,
+            base.join(".sdd").join("runs"),
+            base.join(".sdd"),
+            base.to_path_buf(),
+        ];
+        seams::take_dir_syncs();
+        ensure_entry_durable(&file).unwrap();
+        assert_eq!(seams::take_dir_syncs(), walk);
+        (file, walk)
+    }
+
+    /// A second process's first append to a file another process made durable costs no
+    /// directory fsync: the first process's mark on the file says its walk completed. Where the
+    /// file system keeps no mark, the second process walks again.
+    #[test]
+    fn a_file_another_process_made_durable_is_not_walked_again() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        let (file, walk) = durable_journal(&base);
+        forget_durable_entries_under(&base);
+        ensure_entry_durable(&file).unwrap();
+        let expected = if marks_supported(&base) {
+            Vec::new()
+        } else {
+            walk
+        };
+        assert_eq!(seams::take_dir_syncs(), expected);
+        // Remembered now, as after a walk.
+        ensure_entry_durable(&file).unwrap();
+        assert!(seams::take_dir_syncs().is_empty());
+    }
+
+    /// The mark is trusted only on the file and path it was made for: a renamed file's new
+    /// entry, a copy carrying the attribute, and a mark with other content are walked again.
+    #[test]
+    fn a_mark_on_a_renamed_copied_or_altered_file_is_not_trusted() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        if !marks_supported(&base) {
+            // Nothing is ever skipped without the mark; the test above covers that case.
+            return;
+        }
+        let (file, walk) = durable_journal(&base);
+        let mark = DurableMark::of(&file).expect("the file has a birth time");
+        assert!(mark.is_on(&file), "the walk marks the file");
+
+        let renamed = file.with_file_name("renamed.jsonl");
+        fs::rename(&file, &renamed).unwrap();
+        forget_durable_entries_under(&base);
+        ensure_entry_durable(&renamed).unwrap();
+        assert_eq!(
+            seams::take_dir_syncs(),
+            walk,
+            "a renamed file is walked again"
+        );
+
+        let copy = renamed.with_file_name("copy.jsonl");
+        fs::copy(&renamed, &copy).unwrap();
+        let mut carried = [0u8; 160];
+        let len = rustix::fs::lgetxattr(&renamed, DURABLE_MARK_XATTR, &mut carried[..]).unwrap();
+        rustix::fs::lsetxattr(
+            &copy,
+            DURABLE_MARK_XATTR,
+            &carried[..len],
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+        forget_durable_entries_under(&base);
+        ensure_entry_durable(&copy).unwrap();
+        assert_eq!(seams::take_dir_syncs(), walk, "a copy is walked again");
+
+        let altered = copy.with_file_name("altered.jsonl");
+        fs::write(&altered, b"").unwrap();
+        let mut forged = DurableMark::of(&altered).unwrap().0.into_bytes();
+        forged.push(b'0');
+        rustix::fs::lsetxattr(
+            &altered,
+            DURABLE_MARK_XATTR,
+            &forged,
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+        forget_durable_entries_under(&base);
+        ensure_entry_durable(&altered).unwrap();
+        assert_eq!(seams::take_dir_syncs(), walk, "a mark with other content");
     }
 
     /// Outside a `.sdd` directory only the file's own directory is fsynced: the walk up to
