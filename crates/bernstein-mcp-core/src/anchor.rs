@@ -322,6 +322,20 @@ impl Anchor {
             .catch_up_stats()
     }
 
+    /// Reads the anchoring journal ahead of the first call ([`JournalWriter::read_ahead`]), so
+    /// that call does not wait on a long-lived journal's whole read (about a third of a second
+    /// at 100,000 calls). Best effort: a failure is logged, and the first call reads the
+    /// journal again and answers with the error.
+    pub fn read_ahead(&self) {
+        let mut writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(err) = writer.journal.read_ahead() {
+            tracing::debug!(
+                run_id = %self.run_id,
+                "the anchoring journal was not read ahead (the first call reads it): {err}"
+            );
+        }
+    }
+
     /// How this anchor's calls were grouped so far.
     pub fn group_stats(&self) -> GroupStats {
         let queue = self.shared.lock();

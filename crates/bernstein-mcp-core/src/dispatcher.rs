@@ -321,6 +321,9 @@ impl DispatcherBuilder {
             )?)),
             None => None,
         };
+        if let Some(anchor) = &anchor {
+            read_ahead_in_background(anchor);
+        }
         let workdir_roots = if self.confine_workdirs {
             let mut roots = Vec::new();
             for root in std::iter::once(&self.workdir).chain(&self.allowed_roots) {
@@ -372,6 +375,23 @@ impl DispatcherBuilder {
                 default_log_level: self.default_log_level,
             }),
         })
+    }
+}
+
+/// Reads the anchoring journal on a thread of its own, so that a long-lived project's first
+/// call does not wait on it ([`Anchor::read_ahead`]). The thread holds the anchor only while it
+/// reads; when no thread can be started, the first call reads the journal as before.
+fn read_ahead_in_background(anchor: &Arc<Anchor>) {
+    let anchor = Arc::downgrade(anchor);
+    let spawned = std::thread::Builder::new()
+        .name("bernstein-anchor-read-ahead".to_owned())
+        .spawn(move || {
+            if let Some(anchor) = anchor.upgrade() {
+                anchor.read_ahead();
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::debug!("the anchoring journal is not read ahead (no thread): {err}");
     }
 }
 

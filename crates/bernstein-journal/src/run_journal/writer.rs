@@ -330,6 +330,28 @@ impl<C: Clock> JournalWriter<C> {
         written
     }
 
+    /// Reads an existing journal as the next append would, under the same lock, so that the
+    /// append then reads only the bytes appended meanwhile: a long-lived journal's whole read
+    /// can run before a client is waiting on it. Creates nothing: `Ok(false)` when there is no
+    /// journal yet (or the writer already knows it, `Ok(true)`, without reading).
+    ///
+    /// # Errors
+    ///
+    /// As [`JournalWriter::append`] for opening and reading: the journal's containment, an
+    /// unusable journal, a filesystem failure. The next append reads the journal again then.
+    pub fn read_ahead(&mut self) -> Result<bool> {
+        if self.known.is_some() {
+            return Ok(true);
+        }
+        if !self.path()?.is_file() {
+            return Ok(false);
+        }
+        let (mut file, path) = self.open_locked()?;
+        let known = self.catch_up(&mut file, &path)?;
+        self.known = Some(known);
+        Ok(true)
+    }
+
     /// How much reading this writer's catch-ups have done so far.
     pub fn catch_up_stats(&self) -> CatchUpStats {
         self.stats
@@ -1274,6 +1296,51 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(row.index, 7);
+    }
+
+    /// A read ahead does the whole read an append would, so the first append after it reads
+    /// only what was appended meanwhile; it creates no journal where there is none.
+    #[test]
+    fn a_read_ahead_takes_the_whole_read_off_the_first_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fresh = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        assert!(!fresh.read_ahead().unwrap(), "no journal to read");
+        assert!(
+            !fresh.path().unwrap().exists(),
+            "a read ahead creates nothing"
+        );
+        assert!(!dir.path().join(".sdd").exists());
+
+        let mut earlier = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        for n in 0..50_u64 {
+            earlier.append("call", &Object::new().with("n", n)).unwrap();
+        }
+        let journal_len = std::fs::metadata(earlier.path().unwrap()).unwrap().len();
+        let mut later = JournalWriter::open(dir.path(), "r", HashProfile::PyJsonV1).unwrap();
+        assert!(later.read_ahead().unwrap());
+        let read = later.catch_up_stats();
+        assert_eq!(
+            (read.full_reads, read.bytes_read, read.lock_holds),
+            (1, journal_len, 0),
+            "{read:?}"
+        );
+        assert!(later.read_ahead().unwrap(), "known already");
+        assert_eq!(later.catch_up_stats().bytes_read, journal_len);
+
+        let theirs = earlier
+            .append("call", &Object::new().with("n", 50))
+            .unwrap();
+        let mine = later.append("call", &Object::new().with("n", 51)).unwrap();
+        assert_eq!(
+            (mine.index, mine.prev_hash.as_str()),
+            (51, theirs.event_hash.as_str())
+        );
+        let after = later.catch_up_stats();
+        assert_eq!(
+            (after.full_reads, after.incremental_reads),
+            (1, 1),
+            "{after:?}"
+        );
     }
 
     /// Another process's appends are read by themselves: the catch-up reads the known last

@@ -117,3 +117,54 @@ async fn a_corrupt_task_log_is_refused_to_the_first_call_that_needs_the_store() 
         );
     }
 }
+
+/// A project that has lived: its anchoring journal is read on a thread of its own as the
+/// dispatcher is built, so the first anchored call reads only what was appended since. A
+/// project without one gets none from the read ahead.
+#[tokio::test]
+async fn the_anchoring_journal_is_read_ahead_of_the_first_call() {
+    use bernstein_journal::run_journal::{HashProfile, JournalWriter};
+    use bernstein_mcp_core::DEFAULT_ANCHOR_RUN_ID;
+    use bernstein_protocol::pyjson::Object;
+
+    let fresh = project_over(tempfile::tempdir().unwrap());
+    let fresh_anchor = fresh.dispatcher.anchor().expect("calls are anchored");
+    let journal = fresh
+        .dir
+        .path()
+        .join(".sdd/runs")
+        .join(DEFAULT_ANCHOR_RUN_ID);
+    // Both read aheads take the writer's lock, so once this one returns the other is over.
+    fresh_anchor.read_ahead();
+    assert!(!journal.exists(), "the read ahead created the journal");
+    assert_eq!(fresh_anchor.journal_catch_up_stats().full_reads, 0);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut earlier =
+        JournalWriter::open(dir.path(), DEFAULT_ANCHOR_RUN_ID, HashProfile::PyJsonV1).unwrap();
+    for n in 0..40_u64 {
+        earlier
+            .append("mcp.other_server", &Object::new().with("n", n))
+            .unwrap();
+    }
+    let project = project_over(dir);
+    let anchor = project.dispatcher.anchor().expect("calls are anchored");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while anchor.journal_catch_up_stats().full_reads == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the anchoring journal was not read ahead of the first call"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let before = anchor.journal_catch_up_stats();
+    assert_eq!(before.lock_holds, 0, "nothing was appended: {before:?}");
+    let status = project.call("bernstein_status", json!({})).await;
+    assert_ne!(status["isError"], Value::Bool(true), "{status}");
+    let after = anchor.journal_catch_up_stats();
+    assert_eq!(
+        (after.full_reads, after.lock_holds),
+        (1, 1),
+        "the first call read the journal again: {after:?}"
+    );
+}
