@@ -966,6 +966,206 @@ mod tests {
         assert_eq!(redact_text("/home/u/a", Some("/home/u")).1, 0);
     }
 
+    /// Runs the extended rules alone, without the reference's eight rules in front of them, so
+    /// that a reference rule cannot hide what an extended rule does.
+    fn check_extended(input: &str, expect: &str, expect_count: usize) {
+        let (out, count) = redact_extended(input);
+        assert_eq!(out, expect, "input {input:?}");
+        assert_eq!(count, expect_count, "count for {input:?}");
+    }
+
+    #[test]
+    fn modes_parse_from_their_settings_and_spell_them_back() {
+        // A setting is trimmed and read in any case, an empty value is the default, and
+        // anything else is refused so that a typo is reported rather than guessed.
+        let cases = [
+            ("reference", Some(DlpMode::Reference)),
+            (" REFERENCE\t", Some(DlpMode::Reference)),
+            ("extended", Some(DlpMode::Extended)),
+            ("Extended", Some(DlpMode::Extended)),
+            ("", Some(DlpMode::Extended)),
+            ("strict", None),
+        ];
+        for (setting, expect) in cases {
+            assert_eq!(DlpMode::parse(setting), expect, "setting {setting:?}");
+        }
+        // Each mode is spelled exactly as the word that selects it.
+        assert_eq!(DlpMode::Reference.as_str(), "reference");
+        assert_eq!(DlpMode::Extended.as_str(), "extended");
+    }
+
+    #[test]
+    fn context_adds_rule_and_broker_redactions() {
+        // The body has one reference redaction (the email), one extended redaction (the AWS key
+        // id) and one broker value; the count is their sum, and the home collapse adds nothing.
+        let secrets = vec!["hunter2".to_owned()];
+        let body = "id AKIAUJZDEGXDNCF32EPF, mail a@b.co, file /home/u/x, pw hunter2";
+        let extended = RedactionContext {
+            home: Some("/home/u"),
+            secrets: &secrets,
+            mode: DlpMode::Extended,
+        };
+        assert_eq!(
+            extended.redact(body),
+            (
+                "id ***REDACTED***, mail ***REDACTED***, file ~/x, pw ***".to_owned(),
+                3
+            )
+        );
+        // The reference's rules leave the key id alone: one rule redaction plus one broker value.
+        let reference = RedactionContext {
+            mode: DlpMode::Reference,
+            ..extended
+        };
+        assert_eq!(
+            reference.redact(body),
+            (
+                "id AKIAUJZDEGXDNCF32EPF, mail ***REDACTED***, file ~/x, pw ***".to_owned(),
+                2
+            )
+        );
+    }
+
+    #[test]
+    fn findings_name_each_rule_and_its_secret_in_order() {
+        // The false-positive measurement relies on every redaction being reported with the
+        // rule that made it and the exact text it removed.
+        assert_eq!(
+            extended_findings("id AKIAUJZDEGXDNCF32EPF then bearer Zq8t4LmN2vXy7Pw3Rk9sT1"),
+            vec![
+                ("aws_access_key_id", "AKIAUJZDEGXDNCF32EPF".to_owned()),
+                ("bearer_token", "Zq8t4LmN2vXy7Pw3Rk9sT1".to_owned()),
+            ]
+        );
+        assert_eq!(extended_findings("nothing secret here"), Vec::new());
+    }
+
+    #[test]
+    fn ignorecase_helper_matches_other_characters_literally() {
+        // Only ASCII letters get a class of their case variants; every other character must
+        // match itself and nothing else, including those with a meaning inside a class (`^`,
+        // `[`, `]`, `-`, `\`). The rules only pass `:` and `_` through this path today, so this
+        // pins the helper's contract before a new word with punctuation relies on it.
+        for c in (' '..='~').filter(|c| !c.is_ascii_alphabetic()) {
+            let single = compile(&format!(r"\A(?:{})\z", ci_char(c)));
+            for other in ' '..='~' {
+                let text = other.to_string();
+                assert_eq!(
+                    single.is_match(&text),
+                    other == c,
+                    "{c:?} against {other:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_python_letter_before_the_colon_makes_a_drive_root() {
+        // Python tests the drive letter with `str.isalpha()`: `1:` and `☕:` are not drive roots,
+        // so such a home collapses like any other, while `z:` and `é:` are roots and are kept.
+        let cases = [
+            ("1:\\x", "1:\\", "~\\x"),
+            ("☕:\\x", "☕:\\", "~\\x"),
+            ("z:\\x", "z:\\", "z:\\x"),
+            ("é:\\x", "é:\\", "é:\\x"),
+        ];
+        for (text, home, expect) in cases {
+            assert_eq!(redact_text(text, Some(home)).0, expect, "home {home:?}");
+        }
+    }
+
+    #[test]
+    fn jwt_needs_ten_characters_in_each_segment_and_dots_between() {
+        // Each `eyJ` segment is a whole maximal run that must be at least ten characters long
+        // and end at a `.`; one short segment or a missing dot anywhere means no match, even
+        // when a valid-looking tail follows.
+        let misses = [
+            "eyJshort.eyJbbbbbbbbbbbb.cccccccccccc",
+            "eyJaaaaaaaaaaaa.eyJshort.cccccccccccc",
+            "eyJaaaaaaaaaaaa eyJbbbbbbbbbbbb.cccccccccccc",
+            "eyJaaaaaaaaaaaa.eyJbbbbbbbbbbbb cccccccccccc",
+            "eyJaaaaaaaaaaaa.eyJbbbbbbbbbbbb.ccccccccc",
+        ];
+        for text in misses {
+            check(text, text, 0);
+        }
+        // Exactly ten characters per segment is enough.
+        check(
+            "eyJaaaaaaaaaa.eyJbbbbbbbbbb.cccccccccc",
+            "***REDACTED***",
+            1,
+        );
+    }
+
+    #[test]
+    fn email_domain_needs_a_label_and_a_tld_of_two_letters_at_a_boundary() {
+        // The domain needs at least one character before its last dot, and the TLD at least two
+        // letters followed by a non-word character (or the end of the text).
+        let misses = ["a@.co", "a@b.c", "a@b.c d", "a@b.co1"];
+        for text in misses {
+            check(text, text, 0);
+        }
+        check("a@b.co d", "***REDACTED*** d", 1);
+    }
+
+    #[test]
+    fn bearer_token_needs_letters_and_digits() {
+        // A bare `bearer` token is taken only when it mixes letters and digits, so that prose
+        // and placeholders made of one kind of character stay readable.
+        check_extended("bearer Zq8t4LmN2vXy7Pw3Rk9sT1", "bearer ***REDACTED***", 1);
+        for text in [
+            "bearer abcdefghijklmnopqrstuvwx",
+            "bearer 123456789012345678901234",
+        ] {
+            check_extended(text, text, 0);
+        }
+    }
+
+    #[test]
+    fn generic_assignment_needs_a_random_value_and_a_private_name() {
+        // `Zq8t4LmN2vXy7Pw3` has sixteen distinct characters (4 bits each) with letters and
+        // digits, so it looks random; the other values fail one of the two tests, and the
+        // public names are left alone whatever their value.
+        check_extended(
+            "\"api_key\": \"Zq8t4LmN2vXy7Pw3\"",
+            "\"api_key\": \"***REDACTED***\"",
+            1,
+        );
+        let misses = [
+            // Letters and digits, but only 1 bit per character.
+            "\"api_key\": \"aaaa1111aaaa1111\"",
+            // 4 bits per character, but no digit.
+            "\"api_key\": \"ZqtLmNvXyPwRkTsJ\"",
+            // Public names, also once `_`, `.` and `-` are dropped and the case is folded.
+            "\"pollToken\": \"Zq8t4LmN2vXy7Pw3\"",
+            "\"next_page_token\": \"Zq8t4LmN2vXy7Pw3\"",
+            "\"CSRF-Token\": \"Zq8t4LmN2vXy7Pw3\"",
+        ];
+        for text in misses {
+            check_extended(text, text, 0);
+        }
+    }
+
+    #[test]
+    fn entropy_is_shannon_bits_per_character() {
+        // The generic rule's 3.5-bit floor is only meaningful if this is Shannon's formula.
+        let cases = [
+            ("", 0.0),
+            ("aaaa", 0.0),
+            ("abab", 1.0),
+            ("aab", 0.918_295_834_054_489_6),
+            ("abcd", 2.0),
+            ("Zq8t4LmN2vXy7Pw3", 4.0),
+        ];
+        for (value, bits) in cases {
+            let measured = entropy(value);
+            assert!(
+                (measured - bits).abs() < 1e-9,
+                "entropy of {value:?} is {measured}, expected {bits}"
+            );
+        }
+    }
+
     mod properties {
         use super::super::*;
         use proptest::prelude::*;
