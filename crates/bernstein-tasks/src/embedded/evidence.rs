@@ -441,7 +441,11 @@ mod tests {
     use std::io::Write;
     use std::sync::{Arc, Mutex};
 
+    use bernstein_journal::key::AuditKey;
+
     use super::*;
+    use crate::embedded::log::OwedEvidence;
+    use crate::embedded::plans;
 
     /// What the test subscriber wrote, shared so that the test can read it back.
     #[derive(Clone, Default)]
@@ -502,5 +506,345 @@ mod tests {
             gap.to_string(),
             ".sdd/runtime/tasks.jsonl:7: missing_plan: plan p is not in .sdd/plans"
         );
+    }
+
+    /// Sinks over a fresh project whose audit chain lives in `.sdd/audit`.
+    fn project() -> (tempfile::TempDir, EvidenceSinks) {
+        let dir = tempfile::tempdir().unwrap();
+        let key = AuditKey::from_master_bytes(b"evidence test key".to_vec());
+        let chain = AuditChain::open(dir.path().join(".sdd/audit"), key);
+        let sinks = EvidenceSinks::new(dir.path(), Some(chain));
+        (dir, sinks)
+    }
+
+    /// A run-journal row owed for version `task_version` of task `task_id`.
+    fn row(task_id: &str, event: &str, task_version: i64) -> OwedRow {
+        OwedRow {
+            task_id: task_id.to_owned(),
+            event: event.to_owned(),
+            payload: Object::new()
+                .with("task_id", task_id)
+                .with("task_version", task_version),
+        }
+    }
+
+    /// An audit event about task `task_id`, naming `task_version` when given.
+    fn event(event_type: &str, task_id: &str, task_version: Option<i64>) -> AuditEvent {
+        let mut details = Object::new();
+        if let Some(version) = task_version {
+            details.insert("task_version", version);
+        }
+        AuditEvent::new(event_type, "task_server", "task", task_id, details)
+    }
+
+    /// The smallest plan object a plan document can be written from.
+    fn plan(id: &str, status: &str) -> Object {
+        Object::new().with("id", id).with("status", status)
+    }
+
+    /// The event and task version of every row in the run journal of `task_id`, in order.
+    fn journal_rows(project_root: &Path, task_id: &str) -> Vec<(String, i64)> {
+        let Ok(journal) = load_run_journal(project_root, &task_run_id(task_id)) else {
+            return Vec::new();
+        };
+        journal
+            .rows
+            .iter()
+            .map(|found| {
+                (
+                    found
+                        .get("event")
+                        .and_then(Value::as_str)
+                        .unwrap()
+                        .to_owned(),
+                    found.get("task_version").and_then(Value::as_i64).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    /// The identity of every event on the chain, in order, repeats included.
+    fn chain_identities(sinks: &EvidenceSinks) -> Vec<(String, String, Option<i64>)> {
+        sinks
+            .chain()
+            .unwrap()
+            .verified_records()
+            .map(|record| {
+                (
+                    record.event_type,
+                    record.resource_id,
+                    record.details.get("task_version").and_then(Value::as_i64),
+                )
+            })
+            .collect()
+    }
+
+    /// What tells one audit event from another, as `event_identity` builds it.
+    fn identity(
+        event_type: &str,
+        task_id: &str,
+        version: Option<i64>,
+    ) -> (String, String, Option<i64>) {
+        (event_type.to_owned(), task_id.to_owned(), version)
+    }
+
+    /// Replay writes the rows and events that are not on disk yet, tells them apart by event,
+    /// task and task version, brings the plan document forward, and writes nothing twice.
+    #[test]
+    fn replay_writes_only_what_is_missing_and_nothing_twice() {
+        let (dir, sinks) = project();
+        let plans_dir = dir.path().join(".sdd/runtime/plans");
+        assert_eq!(sinks.write_rows(&[row("abc", "task.created", 1)]), []);
+        assert_eq!(
+            sinks.write_events(&[event("task.created", "abc", None)]),
+            []
+        );
+        // Each missing row or event shares its event, task or version with one on disk, so
+        // only the full identity tells it apart.
+        let owed = Owed {
+            rows: vec![
+                row("abc", "task.created", 1),
+                row("abc", "task.claimed", 1),
+                row("abc", "task.created", 2),
+            ],
+            events: vec![
+                event("task.created", "abc", None),
+                event("task.claimed", "abc", Some(1)),
+                event("task.claimed", "abc", Some(2)),
+                event("task.claimed", "def", Some(1)),
+            ],
+            plan: Some(plan("86fb98ac29f1", "approved")),
+        };
+        for attempt in ["first", "second"] {
+            assert_eq!(sinks.replay(&owed, &plans_dir), [], "{attempt} replay");
+            assert_eq!(
+                journal_rows(dir.path(), "abc"),
+                [
+                    ("task.created".to_owned(), 1),
+                    ("task.claimed".to_owned(), 1),
+                    ("task.created".to_owned(), 2),
+                ],
+                "{attempt} replay"
+            );
+            assert_eq!(
+                chain_identities(&sinks),
+                [
+                    identity("task.created", "abc", None),
+                    identity("task.claimed", "abc", Some(1)),
+                    identity("task.claimed", "abc", Some(2)),
+                    identity("task.claimed", "def", Some(1)),
+                ],
+                "{attempt} replay"
+            );
+            let stored = plans::read(&plans_dir, "86fb98ac29f1").unwrap();
+            assert_eq!(stored.status.as_str(), "approved", "{attempt} replay");
+        }
+    }
+
+    /// Every part replay cannot write is returned as a failure naming what and which task:
+    /// here the run directory, the audit directory and the plan document are all in the way.
+    #[test]
+    fn replay_reports_each_evidence_it_could_not_write() {
+        let (dir, sinks) = project();
+        std::fs::create_dir(dir.path().join(".sdd")).unwrap();
+        std::fs::write(dir.path().join(".sdd/runs"), "").unwrap();
+        std::fs::write(dir.path().join(".sdd/audit"), "").unwrap();
+        let plans_dir = dir.path().join("plans");
+        std::fs::create_dir_all(plans_dir.join("86fb98ac29f1.json")).unwrap();
+        let owed = Owed {
+            rows: vec![row("abc", "task.created", 1)],
+            events: vec![
+                event("task.created", "abc", None),
+                event("task.claimed", "abc", Some(1)),
+            ],
+            plan: Some(plan("86fb98ac29f1", "approved")),
+        };
+        let failures = sinks.replay(&owed, &plans_dir);
+        let named: Vec<(&str, &str)> = failures
+            .iter()
+            .map(|f| (f.target.as_str(), f.task_id.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("run journal task-abc (task.created)", "abc"),
+                ("audit event task.created", "abc"),
+                ("audit event task.claimed", "abc"),
+                ("plan document", "86fb98ac29f1"),
+            ]
+        );
+        for failure in &failures {
+            assert!(!failure.message.is_empty(), "{failure:?}");
+        }
+    }
+
+    /// Sinks without a chain write no audit events, so they can settle only what owes none.
+    #[test]
+    fn only_sinks_with_a_chain_can_settle_audit_events() {
+        let (dir, with_chain) = project();
+        let without_chain = EvidenceSinks::new(dir.path(), None);
+        assert_eq!(
+            with_chain.chain().map(AuditChain::dir),
+            Some(dir.path().join(".sdd/audit").as_path())
+        );
+        assert!(without_chain.chain().is_none());
+        let no_events = Owed {
+            rows: vec![row("abc", "task.created", 1)],
+            ..Owed::default()
+        };
+        let events = Owed {
+            events: vec![event("task.created", "abc", None)],
+            ..Owed::default()
+        };
+        for (sinks, owed, expect) in [
+            (&with_chain, &no_events, true),
+            (&with_chain, &events, true),
+            (&without_chain, &no_events, true),
+            (&without_chain, &events, false),
+        ] {
+            assert_eq!(
+                sinks.can_settle(owed),
+                expect,
+                "chain: {}, events: {}",
+                sinks.chain().is_some(),
+                owed.events.len()
+            );
+        }
+    }
+
+    /// An owed part of any kind makes the evidence non-empty, and every part survives the
+    /// trip through the log line's `evidence` object.
+    #[test]
+    fn owed_evidence_round_trips_through_its_log_object() {
+        let rows = Owed {
+            rows: vec![row("abc", "task.created", 1)],
+            ..Owed::default()
+        };
+        let events = Owed {
+            events: vec![event("task.claimed", "abc", Some(2))],
+            ..Owed::default()
+        };
+        let plans = Owed {
+            plan: Some(plan("86fb98ac29f1", "pending")),
+            ..Owed::default()
+        };
+        let all = Owed {
+            rows: rows.rows.clone(),
+            events: events.events.clone(),
+            plan: plans.plan.clone(),
+        };
+        for (owed, empty, keys) in [
+            (&Owed::default(), true, &[][..]),
+            (&rows, false, &["journal"][..]),
+            (&events, false, &["audit"][..]),
+            (&plans, false, &["plan"][..]),
+            (&all, false, &["journal", "audit", "plan"][..]),
+        ] {
+            assert_eq!(owed.is_empty(), empty, "{owed:?}");
+            let object = owed.to_object();
+            assert_eq!(object.keys().collect::<Vec<_>>(), keys, "{owed:?}");
+            assert_eq!(Owed::from_object(&object).as_ref(), Ok(owed));
+        }
+    }
+
+    /// An `evidence` object that is not well formed is refused with the part that is wrong.
+    #[test]
+    fn malformed_evidence_names_what_is_wrong() {
+        let check = |evidence: &str, expect: &str| {
+            let value = Value::parse(evidence).unwrap();
+            assert_eq!(
+                Owed::from_object(value.as_object().unwrap()),
+                Err(expect.to_owned()),
+                "{evidence}"
+            );
+        };
+        check(r#"{"journal": 1}"#, "journal: must be a list");
+        check(r#"{"audit": [1]}"#, "audit: every item must be an object");
+        check(
+            r#"{"journal": [{"task_id": "a", "event": "e"}]}"#,
+            "payload: must be an object",
+        );
+        check(
+            r#"{"audit": [{"event_type": 1}]}"#,
+            "event_type: must be a string",
+        );
+        check(r#"{"plan": []}"#, "plan: must be an object");
+    }
+
+    /// The history check reports, per transaction line, evidence without its marker, rows not
+    /// in the run journal, events not on the chain (only when a chain is given), plan documents
+    /// behind the log, and evidence it cannot read; evidence that is all on disk is no gap.
+    #[test]
+    fn the_history_check_reports_each_missing_piece_of_evidence() {
+        let (dir, sinks) = project();
+        let plans_dir = dir.path().join(".sdd/runtime/plans");
+        let log_path = dir.path().join(".sdd/runtime/tasks.jsonl");
+        let written = Owed {
+            rows: vec![row("abc", "task.created", 1)],
+            events: vec![event("task.created", "abc", None)],
+            plan: Some(plan("86fb98ac29f1", "pending")),
+        };
+        assert_eq!(sinks.replay(&written, &plans_dir), []);
+        let unwritten = Owed {
+            rows: vec![row("abc", "task.claimed", 2)],
+            events: vec![event("task.claimed", "abc", Some(2))],
+            plan: Some(plan("000000000002", "approved")),
+        };
+        let entry = |line: u64, evidence: Object| OwedEvidence {
+            end: line * 100,
+            line,
+            evidence,
+        };
+        let history = [
+            entry(1, written.to_object()),
+            entry(2, unwritten.to_object()),
+            entry(3, Object::new().with("journal", 1)),
+        ];
+        let owed_now = [history[1].clone()];
+        let missing_plan = format!(
+            "plan document {} does not exist",
+            plans_dir.join("000000000002.json").display()
+        );
+        let expected = [
+            (
+                2,
+                "unwritten_evidence",
+                "no marker says this transaction's evidence was written",
+            ),
+            (
+                2,
+                "missing_journal_row",
+                "task.claimed of task abc (task_version 2) is not in \
+                 .sdd/runs/task-abc/journal.jsonl",
+            ),
+            (
+                2,
+                "missing_audit_event",
+                "task.claimed of abc is not on the audit chain",
+            ),
+            (2, "missing_plan", missing_plan.as_str()),
+            (3, "malformed_evidence", "journal: must be a list"),
+        ];
+        for chain in [sinks.chain(), None] {
+            let gaps = check_history(
+                &log_path,
+                &history,
+                &owed_now,
+                dir.path(),
+                chain,
+                &plans_dir,
+            );
+            assert!(gaps.iter().all(|gap| gap.file == log_path), "{gaps:?}");
+            let found: Vec<(u64, &str, &str)> = gaps
+                .iter()
+                .map(|gap| (gap.line, gap.kind, gap.detail.as_str()))
+                .collect();
+            let wanted: Vec<(u64, &str, &str)> = expected
+                .iter()
+                .copied()
+                .filter(|(_, kind, _)| chain.is_some() || *kind != "missing_audit_event")
+                .collect();
+            assert_eq!(found, wanted, "chain: {}", chain.is_some());
+        }
     }
 }

@@ -380,6 +380,7 @@ pub(crate) fn check_decidable(plan: &PlanRecord) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::embedded::evidence::plan_text;
     use crate::model::NewTask;
 
     fn task(title: &str, role: &str, complexity: Complexity, scope: Scope) -> Task {
@@ -478,5 +479,221 @@ mod tests {
             Err(Error::InvalidTaskId { .. })
         ));
         check_decidable(&plan).unwrap();
+    }
+
+    /// A one-task pending plan with id `id`, created at `created_at`.
+    fn plan_at(id: &str, created_at: f64) -> PlanRecord {
+        let tasks = [task("P0", "backend", Complexity::Medium, Scope::Medium)];
+        build(id.to_owned(), "goal", &tasks, created_at)
+    }
+
+    /// Plan `86fb98ac29f1` with `status`.
+    fn plan_with(status: PlanStatus) -> PlanRecord {
+        let mut plan = plan_at("86fb98ac29f1", 1.0);
+        plan.status = status;
+        plan
+    }
+
+    #[test]
+    fn plan_documents_live_under_runtime_plans() {
+        assert_eq!(
+            plans_dir(Path::new("/project/.sdd")),
+            PathBuf::from("/project/.sdd/runtime/plans")
+        );
+    }
+
+    /// Brings a plan directory holding `on_disk` forward to a plan owed as `owed`, checking the
+    /// gap reported before and the status on disk after.
+    fn check_forward(
+        on_disk: Option<PlanStatus>,
+        owed: PlanStatus,
+        gap: Option<&str>,
+        after: PlanStatus,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(status) = on_disk {
+            write(dir.path(), &plan_with(status)).unwrap();
+        }
+        let object = plan_with(owed).to_object();
+        let case = format!("{on_disk:?} on disk, {owed:?} owed");
+        assert_eq!(
+            behind(dir.path(), &object).map(|(kind, _)| kind),
+            gap,
+            "{case}"
+        );
+        write_forward(dir.path(), &object).unwrap();
+        assert_eq!(
+            read(dir.path(), "86fb98ac29f1").unwrap().status,
+            after,
+            "{case}"
+        );
+        assert_eq!(
+            behind(dir.path(), &object).map(|(kind, _)| kind),
+            None,
+            "{case}"
+        );
+    }
+
+    /// A document is written when it is missing or still pending while the log decided the
+    /// plan, and is never moved backwards or from one decision to another.
+    #[test]
+    fn plan_documents_only_move_forward() {
+        use PlanStatus::{Approved, Pending, Rejected};
+        check_forward(None, Pending, Some("missing_plan"), Pending);
+        check_forward(None, Approved, Some("missing_plan"), Approved);
+        check_forward(Some(Pending), Pending, None, Pending);
+        check_forward(Some(Pending), Approved, Some("stale_plan"), Approved);
+        check_forward(Some(Pending), Rejected, Some("stale_plan"), Rejected);
+        check_forward(Some(Approved), Pending, None, Approved);
+        check_forward(Some(Approved), Approved, None, Approved);
+        check_forward(Some(Approved), Rejected, None, Approved);
+    }
+
+    /// The gap details name the document, so an operator knows which file to look at.
+    #[test]
+    fn plan_gaps_name_the_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("86fb98ac29f1.json");
+        let approved = plan_with(PlanStatus::Approved).to_object();
+        assert_eq!(
+            behind(dir.path(), &approved),
+            Some((
+                "missing_plan",
+                format!("plan document {} does not exist", path.display())
+            ))
+        );
+        write(dir.path(), &plan_with(PlanStatus::Pending)).unwrap();
+        assert_eq!(
+            behind(dir.path(), &approved),
+            Some((
+                "stale_plan",
+                format!(
+                    "plan document {} is pending, the task log decided it",
+                    path.display()
+                )
+            ))
+        );
+    }
+
+    /// A document that cannot be read or is not a plan is reported as unreadable, not as
+    /// missing, and is not overwritten.
+    #[test]
+    fn unreadable_plan_documents_are_reported_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("86fb98ac29f1.json");
+        let approved = plan_with(PlanStatus::Approved).to_object();
+        std::fs::create_dir(&path).unwrap();
+        let (kind, detail) = behind(dir.path(), &approved).unwrap();
+        assert_eq!(kind, "unreadable_plan", "{detail}");
+        assert_eq!(
+            write_forward(dir.path(), &approved).unwrap_err().code(),
+            "storage"
+        );
+        std::fs::remove_dir(&path).unwrap();
+        std::fs::write(&path, "not json").unwrap();
+        let (kind, detail) = behind(dir.path(), &approved).unwrap();
+        assert_eq!(kind, "unreadable_plan", "{detail}");
+        assert_eq!(
+            write_forward(dir.path(), &approved).unwrap_err().code(),
+            "corrupt_store"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "not json");
+    }
+
+    /// Reads a plan directory whose document for `86fb98ac29f1` is set up by `prepare`,
+    /// expecting the error code `expect`.
+    fn check_read_error(prepare: fn(&Path), expect: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        prepare(&dir.path().join("86fb98ac29f1.json"));
+        let error = read(dir.path(), "86fb98ac29f1").unwrap_err();
+        assert_eq!(error.code(), expect, "{error}");
+    }
+
+    /// Only a document that does not exist is "not found"; one that exists but cannot be read
+    /// or is not this plan is a storage problem the caller must see.
+    #[test]
+    fn reading_a_plan_tells_missing_from_broken() {
+        check_read_error(|_| {}, "unknown_plan");
+        check_read_error(|path| std::fs::create_dir(path).unwrap(), "storage");
+        check_read_error(|path| std::fs::write(path, "[]").unwrap(), "corrupt_store");
+        check_read_error(
+            |path| {
+                let other = plan_at("000000000000", 1.0).to_object();
+                std::fs::write(path, plan_text(&other)).unwrap();
+            },
+            "corrupt_store",
+        );
+        check_read_error(
+            |path| {
+                let mut object = plan_at("86fb98ac29f1", 1.0).to_object();
+                object.insert("status", "maybe");
+                std::fs::write(path, plan_text(&object)).unwrap();
+            },
+            "corrupt_store",
+        );
+    }
+
+    /// No plan directory means no plans; a plan directory that is not a directory is an error.
+    #[test]
+    fn listing_plans_tells_no_directory_from_a_broken_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let plans = dir.path().join("plans");
+        assert_eq!(list(&plans).unwrap(), []);
+        std::fs::write(&plans, "").unwrap();
+        assert_eq!(list(&plans).unwrap_err().code(), "storage");
+    }
+
+    /// Plans list newest first, and files that are not plan documents (temporary files of an
+    /// interrupted write) are skipped.
+    #[test]
+    fn plans_list_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let older = plan_at("000000000001", 1.0);
+        let newer = plan_at("000000000002", 2.0);
+        write(dir.path(), &older).unwrap();
+        write(dir.path(), &newer).unwrap();
+        std::fs::write(dir.path().join("000000000003.json.tmp.1.ab"), "").unwrap();
+        assert_eq!(list(dir.path()).unwrap(), [newer, older]);
+    }
+
+    /// A plan's task ids come in plan order, and an id that is not a safe task id is skipped.
+    #[test]
+    fn task_ids_follow_the_plan_and_skip_unsafe_ids() {
+        let mut plan = plan_at("86fb98ac29f1", 1.0);
+        let estimate = plan.content.task_estimates[0].clone();
+        plan.content.task_estimates = ["bbb", "../x", "aaa"]
+            .into_iter()
+            .map(|id| PlanEstimate {
+                task_id: id.to_owned(),
+                ..estimate.clone()
+            })
+            .collect();
+        assert_eq!(
+            task_ids(&plan),
+            [TaskId::parse("bbb").unwrap(), TaskId::parse("aaa").unwrap()]
+        );
+    }
+
+    /// Only a pending plan whose content still has its bound hash can be decided; a plan
+    /// without a hash skips the hash check.
+    #[test]
+    fn only_pending_unchanged_plans_are_decidable() {
+        let code = |plan: &PlanRecord| check_decidable(plan).err().map(|e| e.code());
+        for status in [
+            PlanStatus::Approved,
+            PlanStatus::Rejected,
+            PlanStatus::Expired,
+        ] {
+            assert_eq!(
+                code(&plan_with(status)),
+                Some("plan_already_decided"),
+                "{status:?}"
+            );
+        }
+        let mut changed = plan_with(PlanStatus::Pending);
+        changed.content.goal = "another goal".to_owned();
+        assert_eq!(code(&changed), Some("plan_hash_mismatch"));
+        changed.rendering_hash.clear();
+        assert_eq!(code(&changed), None);
     }
 }
