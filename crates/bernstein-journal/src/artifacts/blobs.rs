@@ -283,4 +283,28 @@ mod tests {
             BlobState::Absent
         );
     }
+
+    /// A read failure other than "not found" must surface as an error, not pass for an absent
+    /// blob (a verifier would otherwise report unreadable evidence as merely missing). Running
+    /// as root defeats permission bits, so the failure is provoked by a sparse file whose size
+    /// hint is too large to allocate: `fs::read` then fails with `OutOfMemory` without reading a
+    /// byte. That needs a filesystem that accepts exabyte-sized sparse files, which tmpfs does.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_blob_that_cannot_be_read_is_an_error_not_absent() {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let store = BlobStore::for_project(dir.path());
+        let stored = store.put(b"hello").unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(&stored.path)
+            .unwrap()
+            .set_len(1 << 62)
+            .unwrap();
+        let outcome = store.state(&stored.content_hash);
+        assert!(
+            matches!(&outcome, Err(Error::Io { op: "read", path, .. }) if *path == stored.path),
+            "{outcome:?}"
+        );
+    }
 }

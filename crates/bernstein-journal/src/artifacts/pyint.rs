@@ -134,4 +134,51 @@ mod tests {
         check(Value::Null, None);
         check(Value::Array(vec![]), None);
     }
+
+    #[test]
+    fn an_underscore_needs_a_digit_on_both_sides() {
+        // Python's int() rejects an underscore that is not flanked by digits on both sides, so a
+        // trailing or a sign-adjacent underscore must fail just like a leading one.
+        let check = |text: &str, expect: Option<&str>| {
+            assert_eq!(
+                python_int(&Value::from(text)).as_ref().map(Int::as_str),
+                expect,
+                "{text:?}"
+            );
+        };
+        check("1_", None);
+        check("12_", None);
+        check("-_1", None);
+        check("1_2_3", Some("123"));
+    }
+
+    #[test]
+    fn large_negative_floats_keep_their_sign() {
+        // Floats at or beyond 2^53 take the exact digit-doubling path, which must still put the
+        // sign back: int(-(2.0 ** 70)) is -1180591620717411303424 in Python.
+        let check = |value: f64, expect: &str| {
+            assert_eq!(
+                python_int(&Value::from(value)).as_ref().map(Int::as_str),
+                Some(expect),
+                "{value:?}"
+            );
+        };
+        check(-1_180_591_620_717_411_303_424.0, "-1180591620717411303424");
+        check(-1e16, "-10000000000000000");
+    }
+
+    #[test]
+    fn i64_conversion_returns_the_value_or_none_when_it_does_not_fit() {
+        // The verifier reads a row's version through this narrowing, so both the converted value
+        // and the refusal of numbers beyond i64 (or of non-numbers) must come through unchanged.
+        let check = |value: Value, expect: Option<i64>| {
+            assert_eq!(python_int_i64(&value), expect, "{value:?}");
+        };
+        check(Value::from(7), Some(7));
+        check(Value::from("-42"), Some(-42));
+        check(Value::from(false), Some(0));
+        check(Value::from(1_180_591_620_717_411_303_424.0), None);
+        check(Value::from("9223372036854775808"), None);
+        check(Value::Null, None);
+    }
 }
