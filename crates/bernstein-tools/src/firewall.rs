@@ -515,7 +515,9 @@ mod tests {
                 "n": {"type": "integer", "maximum": 3},
                 "scope": {"enum": ["small", "large"]},
                 "name": {"type": "string"},
-                "reference": {"type": ["string", "null"]}
+                "reference": {"type": ["string", "null"]},
+                "tag": {"type": "string", "maxLength": 3},
+                "none": {"type": "array", "maxItems": 0}
             }
         });
         let v = validator(&schema);
@@ -562,12 +564,75 @@ mod tests {
             &[("", "'name' is a dependency of 'reference'")],
         );
         check(json!({"id": 5}), &[("/id", "5 is not of type 'string'")]);
+        // Python words a limit of zero apart from any other upper limit.
+        check(
+            json!({"id": "a", "tag": "abcd"}),
+            &[("/tag", "'abcd' is too long")],
+        );
+        check(
+            json!({"id": "a", "none": [1]}),
+            &[("/none", "[1] is expected to be empty")],
+        );
         check(
             json!({"id": "a", "reference": 1}),
             &[
                 ("", "'name' is a dependency of 'reference'"),
                 ("/reference", "1 is not of type 'string', 'null'"),
             ],
+        );
+    }
+
+    /// When two properties list the same missing name, the refusal names the one the payload
+    /// holds, even where another that it does not hold comes first in the schema.
+    #[test]
+    fn a_dependency_is_named_by_the_property_present() {
+        let schema = json!({
+            "type": "object",
+            "dependencies": {"alias": ["name"], "reference": ["name"]}
+        });
+        let v = validator(&schema);
+        let reasons: Vec<String> = schema_violations(&json!({"reference": "x"}), &v, &schema)
+            .into_iter()
+            .map(|x| x.reason)
+            .collect();
+        assert_eq!(reasons, ["'name' is a dependency of 'reference'"]);
+    }
+
+    /// The size rule counts the bytes of `json.dumps(payload, ensure_ascii=False)`: Python's
+    /// separators with their spaces, and a non-ASCII character as its UTF-8 bytes rather than
+    /// as a `\u` escape. A payload of exactly the limit passes, one byte more is refused.
+    #[test]
+    fn the_size_limit_is_inclusive_and_counts_utf8_bytes() {
+        let check = |payload: Value, refused_at: Option<usize>| {
+            let expect: Vec<Violation> = refused_at
+                .map(|size| Violation::new("", format!("payload exceeds 65536 bytes (got {size})")))
+                .into_iter()
+                .collect();
+            assert_eq!(deny_rules(&payload), expect);
+        };
+        // `{"a": "` and `"}` are nine bytes around the string.
+        check(json!({ "a": "x".repeat(MAX_PAYLOAD_BYTES - 9) }), None);
+        check(
+            json!({ "a": "x".repeat(MAX_PAYLOAD_BYTES - 8) }),
+            Some(MAX_PAYLOAD_BYTES + 1),
+        );
+        // `é` is two bytes, not the six of `\u00e9`.
+        check(
+            json!({ "a": format!("é{}", "x".repeat(MAX_PAYLOAD_BYTES - 11)) }),
+            None,
+        );
+        check(
+            json!({ "a": format!("é{}", "x".repeat(MAX_PAYLOAD_BYTES - 10)) }),
+            Some(MAX_PAYLOAD_BYTES + 1),
+        );
+        // `{"a": 1, "b": "` and `"}` are seventeen bytes, the spaces after `:` and `,` counted.
+        check(
+            json!({ "a": 1, "b": "x".repeat(MAX_PAYLOAD_BYTES - 17) }),
+            None,
+        );
+        check(
+            json!({ "a": 1, "b": "x".repeat(MAX_PAYLOAD_BYTES - 16) }),
+            Some(MAX_PAYLOAD_BYTES + 1),
         );
     }
 
