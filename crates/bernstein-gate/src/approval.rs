@@ -219,6 +219,16 @@ mod tests {
         }
     }
 
+    /// The tool layer takes a refusal's payload by value; it must be the payload the gate
+    /// built, not an empty object.
+    #[test]
+    fn a_refusal_hands_over_the_payload_it_holds() {
+        let refusal = approval_gate("t-42", "open").unwrap_err();
+        let held = refusal.payload().clone();
+        assert_eq!(held.get("current_status"), Some(&Value::from("open")));
+        assert_eq!(refusal.into_payload(), held);
+    }
+
     #[test]
     fn completion_passes_only_worker_held_statuses() {
         for status in TaskStatus::ALL {

@@ -224,6 +224,44 @@ fn over_long_workdirs_are_refused_by_size() {
     ));
 }
 
+/// A project directory under the scratch root whose absolute path has exactly `bytes` bytes,
+/// made of nested directories short enough for the filesystem; returns it relative to the
+/// scratch root.
+fn project_of_length(scratch: &Scratch, bytes: usize) -> String {
+    const COMPONENT: usize = 200;
+    let mut remaining = bytes - scratch.root.as_os_str().len();
+    let mut relative = Vec::new();
+    // Each component costs its name and one `/`; the last one takes what is left.
+    while remaining > COMPONENT + 1 + 2 {
+        relative.push("d".repeat(COMPONENT));
+        remaining -= COMPONENT + 1;
+    }
+    relative.push("p".repeat(remaining - 1));
+    let relative = relative.join("/");
+    scratch.mkdir(&format!("{relative}/.sdd"));
+    assert_eq!(scratch.path(&relative).as_os_str().len(), bytes);
+    relative
+}
+
+#[test]
+fn a_signal_path_at_the_byte_limit_is_contained_and_one_byte_more_escapes() {
+    let suffix = "/.sdd/runtime/signals/SHUTDOWN".len();
+    let scratch = Scratch::new();
+    let at_limit = project_of_length(&scratch, MAX_PATH_BYTES - suffix);
+    assert_eq!(
+        scratch.check(&at_limit),
+        Ok(scratch.signal_in(&at_limit)),
+        "a signal path of exactly {MAX_PATH_BYTES} bytes can exist"
+    );
+    assert_eq!(
+        scratch.signal_in(&at_limit).as_os_str().len(),
+        MAX_PATH_BYTES
+    );
+    let scratch = Scratch::new();
+    let over = project_of_length(&scratch, MAX_PATH_BYTES - suffix + 1);
+    assert!(matches!(scratch.check(&over), Err(Error::Escapes { .. })));
+}
+
 #[test]
 fn a_nul_byte_is_unaddressable() {
     let scratch = Scratch::new();
@@ -270,6 +308,15 @@ fn a_long_symlink_chain_resolves_and_an_endless_one_is_refused() {
     for n in 41..=MAX_SYMLINK_DEPTH + 1 {
         scratch.link(&format!("hop{n}"), format!("hop{}", n - 1));
     }
+    // `hopN` is N + 1 nested links: `MAX_SYMLINK_DEPTH` of them resolve, one more does not.
+    assert_eq!(
+        scratch.check(&format!("hop{}", MAX_SYMLINK_DEPTH - 1)),
+        Ok(scratch.signal_in("proj"))
+    );
+    assert!(matches!(
+        scratch.check(&format!("hop{MAX_SYMLINK_DEPTH}")),
+        Err(Error::Unaddressable { .. })
+    ));
     let deepest = format!("hop{}", MAX_SYMLINK_DEPTH + 1);
     assert!(matches!(
         scratch.check(&deepest),
@@ -458,6 +505,86 @@ fn a_signal_that_is_not_a_regular_file_of_its_own_is_refused() {
         matches!(refusal, Error::NotARegularFile { .. }),
         "{refusal:?}"
     );
+}
+
+#[test]
+fn a_file_where_a_signal_directory_belongs_is_refused_and_left_alone() {
+    // The barrier passes it (the entry is inside the root); the write opens each directory
+    // with `O_DIRECTORY`, so it stops at the file instead of failing further down as a write.
+    let scratch = Scratch::new();
+    fs::write(scratch.path("proj/.sdd/runtime"), "not a directory\n").unwrap();
+    let before = scratch.tree();
+    let refusal = send(&scratch, "proj").unwrap_err();
+    assert!(
+        matches!(&refusal, Error::Symlink { entry, .. } if entry == ".sdd/runtime"),
+        "{refusal:?}"
+    );
+    assert_eq!(scratch.tree(), before);
+    assert_eq!(
+        fs::read_to_string(scratch.path("proj/.sdd/runtime")).unwrap(),
+        "not a directory\n"
+    );
+}
+
+#[test]
+fn a_project_whose_sdd_went_away_before_the_write_is_not_a_project() {
+    // The barrier saw `.sdd`; the write, which never creates it, finds it gone.
+    let scratch = Scratch::new();
+    scratch.mkdir("gone");
+    let refusal =
+        write_signal(&scratch.path("gone"), "mcp-stop\n", &|| "'gone'".to_owned()).unwrap_err();
+    assert_eq!(
+        refusal,
+        Error::NotAProjectRoot {
+            workdir_repr: "'gone'".to_owned()
+        }
+    );
+    assert!(!scratch.path("gone/.sdd").exists());
+}
+
+#[test]
+fn a_failed_write_carries_the_write_hint() {
+    let refusal = Error::Write {
+        entry: ".sdd/runtime/signals/SHUTDOWN".to_owned(),
+        reason: "No space left on device (os error 28)".to_owned(),
+    };
+    assert_eq!(
+        refusal.refusal_payload().get("hint"),
+        Some(&Value::from(WRITE_FAILURE_HINT))
+    );
+    assert_eq!(
+        Error::Bytes.refusal_payload().get("hint"),
+        Some(&Value::from(REFUSAL_HINT))
+    );
+}
+
+/// The other tests compare `tree()` before and after to prove that nothing was written, so
+/// the helper must see every entry: a listing that missed some would make them pass vacuously.
+#[test]
+fn the_scratch_tree_lists_every_entry_with_its_kind() {
+    let scratch = Scratch::new();
+    fs::write(scratch.path("proj/notes.txt"), "x").unwrap();
+    scratch.link("proj/to-outside", scratch.path("outside"));
+    let listed: Vec<(String, &str)> = scratch
+        .tree()
+        .into_iter()
+        .map(|(path, kind)| {
+            let relative = path.strip_prefix(&scratch.root).unwrap();
+            (relative.display().to_string(), kind)
+        })
+        .collect();
+    let expect = [
+        ("outside", "dir"),
+        ("proj", "dir"),
+        ("proj/.sdd", "dir"),
+        ("proj/notes.txt", "file"),
+        ("proj/to-outside", "link"),
+    ];
+    let expect: Vec<(String, &str)> = expect
+        .iter()
+        .map(|(path, kind)| ((*path).to_owned(), *kind))
+        .collect();
+    assert_eq!(listed, expect);
 }
 
 #[test]
