@@ -80,3 +80,37 @@ impl Entry {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// What a note holds after `record(method, message)`: `(rpc_method, tool)`.
+    fn check(method: &str, message: &JsonValue, expect: (&str, &str)) {
+        let note = Note::default();
+        note.record(method, message);
+        let learned = note.0.lock().unwrap();
+        assert_eq!(
+            (learned.rpc_method.as_str(), learned.tool.as_str()),
+            expect,
+            "{method} {message}"
+        );
+    }
+
+    #[test]
+    fn a_note_keeps_the_method_and_only_a_tool_call_names_a_tool() {
+        let named = json!({"params": {"name": "bernstein_status"}});
+        check("tools/call", &named, ("tools/call", "bernstein_status"));
+        // Another method's `params.name` (a prompt's, say) is not a tool.
+        check("prompts/get", &named, ("prompts/get", ""));
+        // A tools/call without a string name logs no tool, rather than failing.
+        check(
+            "tools/call",
+            &json!({"params": {"name": 5}}),
+            ("tools/call", ""),
+        );
+        check("ping", &json!({}), ("ping", ""));
+    }
+}
