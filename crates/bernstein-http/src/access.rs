@@ -11,7 +11,7 @@
 //! string, so every line has the same columns.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::{Method, Response};
 use serde_json::Value as JsonValue;
@@ -65,7 +65,7 @@ impl Entry {
             .get(SPAN_HEADER)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
-        let latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let latency_ms = millis(self.started.elapsed());
         tracing::info!(
             target: "bernstein_http::access",
             method = %self.method,
@@ -79,6 +79,11 @@ impl Entry {
             "request"
         );
     }
+}
+
+/// `elapsed` in milliseconds, with the sub-millisecond part kept.
+fn millis(elapsed: Duration) -> f64 {
+    elapsed.as_secs_f64() * 1000.0
 }
 
 #[cfg(test)]
@@ -112,5 +117,11 @@ mod tests {
             ("tools/call", ""),
         );
         check("ping", &json!({}), ("ping", ""));
+    }
+
+    #[test]
+    fn latency_is_logged_in_milliseconds() {
+        assert_eq!(millis(Duration::from_micros(1_500)), 1.5);
+        assert_eq!(millis(Duration::from_secs(2)), 2000.0);
     }
 }
