@@ -14,11 +14,17 @@ use std::time::Duration;
 
 use bernstein_http::{HttpConfig, McpHttp, MetricsRenderer};
 use bernstein_journal::audit;
+use bernstein_journal::claim::{
+    ClaimFilter, ClaimOutcome, ClaimRequest, claim_on_entries, entries_from_rows,
+};
 use bernstein_journal::dlp::{self, DlpMode};
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal;
 use bernstein_mcp_core::{CallScope, DiscardNotifications, Dispatcher, TransportInfo};
 use bernstein_protocol::pyjson::{Dialect, Value};
+use bernstein_tasks::NewTask;
+use bernstein_tasks::backend::ListQuery;
+use bernstein_tasks::embedded::EmbeddedStore;
 use bernstein_tools::{Catalogue, ToolConfig, firewall};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -33,7 +39,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 /// The key the audit vectors were written under, so seeds taken from them verify.
 const AUDIT_KEY: &[u8] = include_bytes!("../../fixtures/vectors/_keys/audit.key");
 
-/// Separates the segments of an `audit_verify` input.
+/// Separates the segments of an `audit_verify` input, and a `task_store` input's task log from
+/// its backlog file.
 const SEGMENT_SEPARATOR: u8 = 0x1e;
 
 /// A dispatcher on a scratch workdir and the runtime it answers on, built once per process.
@@ -533,4 +540,96 @@ pub fn http_request(data: &[u8]) {
             );
         }
     });
+}
+
+/// A scratch directory on a memory file system when the machine has one: the task store
+/// fsyncs every mutation, which would otherwise bound the inputs per second by the disk.
+fn memory_scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().expect("scratch dir")
+}
+
+/// The embedded task store on a hostile `.sdd/runtime/`: the input is a `tasks.jsonl`, then,
+/// after the separator byte, a `task-backlog.json` (absent without one). Opening the store,
+/// reading it twice, counting statuses, bringing the backlog in step, claiming from it,
+/// creating a task and completing tasks never panic, whatever the files hold: a store that
+/// cannot use them refuses with an error. Two reads with nothing between them agree, and no
+/// file appears outside the project's `.sdd/` (a task id taken from the log names a run
+/// directory, so a hostile id must not lead a write elsewhere).
+pub fn task_store(data: &[u8]) {
+    let mut parts = data.splitn(2, |&b| b == SEGMENT_SEPARATOR);
+    let log = parts.next().unwrap_or_default();
+    let backlog = parts.next();
+    let outer = memory_scratch_dir();
+    let project = outer.path().join("project");
+    let runtime = project.join(".sdd/runtime");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    std::fs::write(runtime.join("tasks.jsonl"), log).expect("write the task log");
+    if let Some(backlog) = backlog {
+        std::fs::write(runtime.join("task-backlog.json"), backlog).expect("write the backlog");
+    }
+    let key = AuditKey::from_master_bytes(AUDIT_KEY.trim_ascii().to_vec());
+    if let Ok(store) = EmbeddedStore::open(&project, Some(key.clone())) {
+        exercise_task_store(&store, &project, &key);
+    }
+    let names = |dir: &Path| -> Vec<std::ffi::OsString> {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .expect("a scratch directory lists")
+            .map(|entry| entry.expect("an entry").file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        names(outer.path()),
+        ["project"],
+        "a file outside the project"
+    );
+    assert_eq!(
+        names(&project),
+        [".sdd"],
+        "a file outside the project's .sdd/"
+    );
+}
+
+/// Every call [`task_store`] makes on a store that opened.
+fn exercise_task_store(store: &EmbeddedStore, project: &Path, key: &AuditKey) {
+    let listed = store.list_tasks(&ListQuery::all());
+    let again = store.list_tasks(&ListQuery::all());
+    assert_eq!(
+        format!("{listed:?}"),
+        format!("{again:?}"),
+        "two reads with nothing between them disagree"
+    );
+    let _ = store.status_summary();
+    let known: Vec<_> = listed
+        .map(|page| page.tasks.into_iter().map(|task| task.id).take(4).collect())
+        .unwrap_or_default();
+    for id in &known {
+        let _ = store.get_task(id);
+    }
+    let _ = store.sync_backlog();
+    let request = ClaimRequest::new("fuzz-worker", ClaimFilter::default());
+    let _ = store.claim_on_backlog(
+        |rows| {
+            let entries = entries_from_rows(rows.iter().copied(), "task-backlog.json")?;
+            claim_on_entries(project, key.clone(), &request, entries, None)
+        },
+        |outcome: &ClaimOutcome| {
+            outcome
+                .granted()
+                .then_some(outcome.normalised_rows.as_slice())
+        },
+    );
+    if let Ok(created) = store.create_task(NewTask::new("fuzz", "made after a hostile log")) {
+        let _ = store.complete_task(&created.id, "done");
+    }
+    for id in &known {
+        let _ = store.complete_task(id, "done");
+    }
 }

@@ -22,7 +22,7 @@ mod props;
 type Property = fn(&[u8]);
 
 /// The fuzz targets and their properties.
-const TARGETS: [(&str, Property); 8] = [
+const TARGETS: [(&str, Property); 9] = [
     ("jsonrpc_dispatch", props::jsonrpc_dispatch),
     ("stdio_framing", props::stdio_framing),
     ("pyjson", props::pyjson),
@@ -31,6 +31,7 @@ const TARGETS: [(&str, Property); 8] = [
     ("dlp", props::dlp),
     ("firewall", props::firewall),
     ("http_request", props::http_request),
+    ("task_store", props::task_store),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -163,6 +164,11 @@ proptest! {
     #[test]
     fn http_request_twin(input in mutated("http_request")) {
         props::http_request(&input);
+    }
+
+    #[test]
+    fn task_store_twin(input in mutated("task_store")) {
+        props::task_store(&input);
     }
 }
 
