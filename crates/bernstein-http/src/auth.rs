@@ -276,6 +276,49 @@ mod tests {
         assert!(!origin_allowed(&config, "null"));
     }
 
+    /// A configuration whose allow-lists are `hosts` and `origins`.
+    fn listing(hosts: &[&str], origins: &[&str]) -> HttpConfig {
+        let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect();
+        HttpConfig::builder("127.0.0.1:8053".parse().unwrap())
+            .allowed_hosts(owned(hosts))
+            .allowed_origins(owned(origins))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_host_entry_with_a_port_admits_that_port_only() {
+        let config = listing(&["mcp.example:8443", "[::1]:9000"], &[]);
+        let allowed =
+            |host: &'static [u8]| host_allowed(&config, &headers(&[("host", host)]), None);
+        assert!(allowed(b"mcp.example:8443"));
+        assert!(allowed(b"MCP.example:8443"));
+        assert!(allowed(b"[::1]:9000"));
+        for refused in [
+            &b"mcp.example"[..],
+            b"mcp.example:8444",
+            b"evil.example:8443",
+            b"[::1]:9001",
+            b"[::1]",
+        ] {
+            assert!(!allowed(refused), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn an_origin_entry_admits_itself_and_a_star_admits_every_origin() {
+        let exact = listing(&["localhost"], &["https://app.example"]);
+        assert!(origin_allowed(&exact, "https://app.example"));
+        assert!(origin_allowed(&exact, "HTTPS://APP.EXAMPLE/"));
+        assert!(!origin_allowed(&exact, "https://app.example:8443"));
+        assert!(!origin_allowed(&exact, "https://app.example.evil"));
+        assert!(!origin_allowed(&exact, "http://localhost:3000"));
+        let any = listing(&["localhost"], &["*"]);
+        for origin in ["https://anything.example", "null", "http://localhost:1"] {
+            assert!(origin_allowed(&any, origin), "{origin}");
+        }
+    }
+
     #[test]
     fn credentials_are_checked_in_order() {
         let config = config();
