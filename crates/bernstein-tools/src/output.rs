@@ -174,3 +174,36 @@ pub(crate) fn output_schema(def: &ToolDef, meter_on: bool) -> Value {
         _ => text_result_schema(def.name),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::TOOLS;
+
+    /// `Catalogue::call` reads a tool's `structured` flag to choose between the parsed payload
+    /// and the `{"result": <text>}` wrapper as its structured content, so the advertised schema
+    /// follows the same flag rather than the name: a tool with a payload schema of its own that
+    /// is declared as text advertises the text wrapper, with the meter on or off.
+    #[test]
+    fn the_output_schema_follows_the_structured_flag_not_the_name() {
+        let mut payload_schemas = 0;
+        for def in &TOOLS {
+            payload_schemas += usize::from(payload_schema(def.name).is_some());
+            let as_text = ToolDef {
+                structured: false,
+                ..*def
+            };
+            for meter_on in [false, true] {
+                assert_eq!(
+                    output_schema(&as_text, meter_on),
+                    text_result_schema(def.name),
+                    "{} with the meter {}",
+                    def.name,
+                    if meter_on { "on" } else { "off" }
+                );
+            }
+        }
+        // The four structured tools are among those turned to text above.
+        assert_eq!(payload_schemas, 4);
+    }
+}
