@@ -1040,6 +1040,36 @@ mod tests {
             "\"traceparent\":\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\""
         ));
         assert!(spine.file(SPINE_LOCK_FILE_NAME).unwrap().exists());
+        assert_eq!(spine.run_id(), "task-t");
+    }
+
+    #[test]
+    fn the_tolerant_reader_keeps_a_last_row_without_its_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
+        let first = append(&spine, "artifact:k:v1", &TraceContext::default());
+        let second = append(&spine, "artifact:k:v2", &TraceContext::default());
+        let written = fs::read_to_string(spine.file(SPINE_FILE_NAME).unwrap()).unwrap();
+        let check = |spine: &str, expect: &[&SpineEntry]| {
+            let parsed = parse_entries(spine.as_bytes());
+            assert_eq!(parsed.iter().collect::<Vec<_>>(), expect, "{spine:?}");
+        };
+        check(&written, &[&first, &second]);
+        check(&format!("{written}\n\n"), &[&first, &second]);
+        // The reference's `iter_entries` parses a complete row whatever follows it.
+        check(written.trim_end_matches('\n'), &[&first, &second]);
+        check(&format!("{written}{{\"v\":2,"), &[&first, &second]);
+        check("", &[]);
+    }
+
+    #[test]
+    fn a_spine_that_cannot_be_read_is_an_error_not_an_empty_spine() {
+        let dir = tempfile::tempdir().unwrap();
+        let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
+        // A directory where the spine file belongs: it exists, and reading it fails.
+        fs::create_dir_all(spine.file(SPINE_FILE_NAME).unwrap()).unwrap();
+        assert!(matches!(spine.verify(), Err(Error::Io { .. })));
+        assert!(matches!(spine.entries(), Err(Error::Io { .. })));
     }
 
     #[test]
@@ -1048,7 +1078,142 @@ mod tests {
         let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
         append(&spine, "replay-journal-head:run", &TraceContext::default());
         append(&spine, "artifact-attempt:t", &TraceContext::default());
-        assert_eq!(spine.verify().unwrap().status, SpineStatus::SealOnly);
+        let report = spine.verify().unwrap();
+        assert_eq!(report.status, SpineStatus::SealOnly);
+        // An intact chain without a produced artifact is still no pass.
+        assert!(!report.ok());
+    }
+
+    /// Writes the first row of a spine in `profile`, as a writer that declared the profile in
+    /// `spine.head` would, through the same locked append every post uses.
+    fn append_first_row_in(spine: &LineageSpine, profile: SpineHashProfile) -> SpineEntry {
+        let lock = spine.lock().unwrap();
+        let tail = SpineTail {
+            prev_hash: String::new(),
+            count: 0,
+            profile,
+        };
+        spine
+            .append_locked(
+                &lock,
+                &tail,
+                &NewSpineEntry {
+                    artifact_path: "run-artifacts/task-t/k/v1",
+                    content: b"first",
+                    actor: "worker",
+                    step_id: "artifact:k:v1",
+                    model: "",
+                    timestamp: 1_780_000_700,
+                    trace: &TraceContext::default(),
+                },
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn a_jcs_spine_declares_its_profile_in_the_head_and_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
+        let first = append_first_row_in(&spine, SpineHashProfile::JcsV2);
+        let head_path = spine.file(SPINE_HEAD_FILE_NAME).unwrap();
+        let head = fs::read_to_string(&head_path).unwrap();
+        assert!(head.contains("\"hash_profile\":\"jcs-v2\""), "{head}");
+        let report = spine.verify().unwrap();
+        assert_eq!(report.status, SpineStatus::Ok, "{report:?}");
+        assert_eq!(report.hash_profile, SpineHashProfile::JcsV2);
+        assert!(report.head_findings.is_empty(), "{report:?}");
+
+        // The next append reads the profile from the head and declares it again.
+        let second = append(&spine, "artifact:k:v2", &TraceContext::default());
+        assert_eq!(second.prev_hash, first.entry_hash);
+        let head = fs::read_to_string(&head_path).unwrap();
+        assert!(head.contains("\"hash_profile\":\"jcs-v2\""), "{head}");
+        let report = spine.verify().unwrap();
+        assert_eq!(
+            (report.status, report.count),
+            (SpineStatus::Ok, 2),
+            "{report:?}"
+        );
+        assert!(report.head_findings.is_empty(), "{report:?}");
+    }
+
+    #[test]
+    fn the_head_names_either_profile_and_nothing_else() {
+        // A py-json-v1 row and a head naming a profile (its hmac is not checked here: head
+        // findings do not change the status, the profile does).
+        let dir = tempfile::tempdir().unwrap();
+        let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
+        append(&spine, "artifact:k:v1", &TraceContext::default());
+        let rows = fs::read(spine.file(SPINE_FILE_NAME).unwrap()).unwrap();
+        let check = |declared: &str, expect: Option<SpineHashProfile>| {
+            let head = format!("{{\"hash_profile\":\"{declared}\"}}");
+            let report = verify_spine_bytes(&rows, Some(head.as_bytes()), &key());
+            match expect {
+                Some(profile) => {
+                    assert_eq!(report.status, SpineStatus::Ok, "{declared}: {report:?}");
+                    assert_eq!(report.hash_profile, profile, "{declared}");
+                }
+                None => assert_eq!(
+                    report.errors,
+                    vec![format!("unknown hash_profile '{declared}'")]
+                ),
+            }
+        };
+        check("py-json-v1", Some(SpineHashProfile::PyJsonV1));
+        check("jcs-v2", Some(SpineHashProfile::JcsV2));
+        check("", None);
+        check("jcs-v1", None);
+    }
+
+    #[test]
+    fn trace_headers_may_fill_the_baggage_limit_and_no_more() {
+        let check = |len: usize, ok: bool| {
+            for trace in [
+                TraceContext {
+                    tracestate: Some("a".repeat(len)),
+                    ..TraceContext::default()
+                },
+                TraceContext {
+                    baggage: Some("a".repeat(len)),
+                    ..TraceContext::default()
+                },
+            ] {
+                assert_eq!(validate_trace(&trace).is_ok(), ok, "{len}: {trace:?}");
+            }
+        };
+        check(0, true);
+        check(MAX_TRACE_HEADER_BYTES - 1, true);
+        check(MAX_TRACE_HEADER_BYTES, true);
+        check(MAX_TRACE_HEADER_BYTES + 1, false);
+    }
+
+    #[test]
+    fn a_standalone_entry_needs_both_its_hash_and_its_hmac() {
+        let dir = tempfile::tempdir().unwrap();
+        let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
+        let entry = append(&spine, "artifact:k:v1", &TraceContext::default());
+        let check = |edit: &dyn Fn(&mut SpineEntry), expect: bool| {
+            let mut edited = entry.clone();
+            edit(&mut edited);
+            assert_eq!(edited.verify_standalone(&key()), expect, "{edited:?}");
+        };
+        check(&|_| {}, true);
+        // A stored hash that does not recompute, under an hmac that tags the edited body.
+        check(
+            &|e| {
+                e.entry_hash = format!("sha256:{}", "0".repeat(64));
+                let body = SpineHashProfile::PyJsonV1.canonical(&e.body()).unwrap();
+                e.hmac = hmac_sha256_hex(&key().derived(LINEAGE_KEY_DOMAIN), &[body.as_bytes()]);
+            },
+            false,
+        );
+        // A stored hmac that is not the body's tag, over a hash that recomputes.
+        check(&|e| e.hmac = "0".repeat(64), false);
+        // A version with no key at all.
+        check(&|e| e.v = 3, false);
+        // The same row under another key.
+        let other = AuditKey::from_master_bytes(b"another master key".to_vec());
+        assert!(!entry.verify_standalone(&other));
     }
 
     #[test]
@@ -1107,6 +1272,136 @@ mod tests {
                 "line 1: unhashable field types",
                 "missing trailing newline",
             ],
+        );
+    }
+
+    #[test]
+    fn the_file_must_end_with_exactly_one_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
+        append(&spine, "artifact:k:v1", &TraceContext::default());
+        let written = fs::read_to_string(spine.file(SPINE_FILE_NAME).unwrap()).unwrap();
+        let row = written.trim_end_matches('\n');
+        let check = |ending: &str, expect: &[&str]| {
+            let spine = format!("{row}{ending}");
+            let report = verify_spine_bytes(spine.as_bytes(), None, &key());
+            assert_eq!(report.errors, expect, "{ending:?}");
+        };
+        check("\n", &[]);
+        check("", &["missing trailing newline"]);
+        check("\n\n", &["1 blank line(s) after the last row"]);
+        check("\n\n\n", &["2 blank line(s) after the last row"]);
+    }
+
+    /// A genesis row whose `v` member is `v`, hashed and tagged as scheme `scheme` would be.
+    fn row_with_version(v: Value, scheme: i64) -> String {
+        let fields = Object::new()
+            .with("prev_hash", "")
+            .with("artifact_path", "src/a.py")
+            .with("content_hash", content_address(b"a"))
+            .with("actor", "worker")
+            .with("step_id", "write:1")
+            .with("model", "")
+            .with("timestamp", 1_700_000_000);
+        let mut row = fields.clone();
+        row.insert("v", v);
+        row.insert("entry_hash", entry_hash_of(&fields, domain_prefix(scheme)));
+        let body = SpineHashProfile::PyJsonV1.canonical(&row).unwrap();
+        let tag_key = tag_key(scheme, &key()).unwrap();
+        row.insert("hmac", hmac_sha256_hex(&tag_key, &[body.as_bytes()]));
+        format!("{}\n", SpineHashProfile::PyJsonV1.canonical(&row).unwrap())
+    }
+
+    #[test]
+    fn the_row_version_selects_its_scheme_by_python_equality() {
+        // The reference compares `v` with `==`, so `True` and `1.0` are version 1 and `2.0` is
+        // version 2; a row tagged under the wrong scheme fails its hash and hmac.
+        let check = |v: Value, scheme: i64, expect: &[&str]| {
+            let row = row_with_version(v.clone(), scheme);
+            let report = verify_spine_bytes(row.as_bytes(), None, &key());
+            assert_eq!(report.errors, expect, "{row}");
+        };
+        check(Value::from(1), 1, &[]);
+        check(Value::from(2), 2, &[]);
+        check(Value::from(true), 1, &[]);
+        check(Value::from(1.0), 1, &[]);
+        check(Value::from(2.0), 2, &[]);
+        check(
+            Value::from(2.0),
+            1,
+            &["line 1: entry_hash mismatch", "line 1: hmac mismatch"],
+        );
+        check(
+            Value::from(false),
+            1,
+            &["line 1: unsupported entry version False"],
+        );
+        check(
+            Value::from(3.0),
+            2,
+            &["line 1: unsupported entry version 3.0"],
+        );
+        check(Value::from(0), 2, &["line 1: unsupported entry version 0"]);
+    }
+
+    /// A `spine.head` over `count` and `head_hash` whose hmac verifies under the test key.
+    fn signed_head(count: usize, head_hash: &str) -> String {
+        let body = Object::new()
+            .with("head_hash", head_hash)
+            .with("count", count);
+        let canonical = SpineHashProfile::PyJsonV1.canonical(&body).unwrap();
+        let hmac = hmac_sha256_hex(&key().derived(LINEAGE_KEY_DOMAIN), &[canonical.as_bytes()]);
+        Value::Object(body.with("hmac", hmac)).dumps(Dialect::PY_COMPACT_UTF8)
+    }
+
+    #[test]
+    fn only_an_authentic_head_of_an_earlier_row_is_a_tear() {
+        let dir = tempfile::tempdir().unwrap();
+        let spine = LineageSpine::open(dir.path(), "run", &key()).unwrap();
+        let first = append(&spine, "artifact:k:v1", &TraceContext::default());
+        let second = append(&spine, "artifact:k:v2", &TraceContext::default());
+        let rows = fs::read_to_string(spine.file(SPINE_FILE_NAME).unwrap()).unwrap();
+        // Each case: spine bytes, head bytes, and whether the head's findings are a tear (crash
+        // debris) or head findings; `None` when the head has no finding at all.
+        let check = |spine: &str, head: Option<&str>, tear: Option<bool>| {
+            let report = verify_spine_bytes(spine.as_bytes(), head.map(str::as_bytes), &key());
+            let (findings, tears) = (&report.head_findings, &report.head_tears);
+            match tear {
+                None => assert!(
+                    findings.is_empty() && tears.is_empty(),
+                    "{head:?}: {report:?}"
+                ),
+                Some(true) => assert!(
+                    findings.is_empty() && !tears.is_empty(),
+                    "{head:?}: {report:?}"
+                ),
+                Some(false) => assert!(
+                    !findings.is_empty() && tears.is_empty(),
+                    "{head:?}: {report:?}"
+                ),
+            }
+        };
+        check(&rows, Some(&signed_head(2, &second.entry_hash)), None);
+        // What a post killed before its head moved leaves: no head, or the previous one.
+        check(&rows, None, Some(true));
+        check(&rows, Some(&signed_head(1, &first.entry_hash)), Some(true));
+        // A head file that does not parse is no snapshot of anything.
+        check(&rows, Some("garbage"), Some(false));
+        // Authentic heads that name no earlier row of this spine.
+        check(&rows, Some(&signed_head(1, "sha256:other")), Some(false));
+        check(
+            &rows,
+            Some(&signed_head(1, &second.entry_hash)),
+            Some(false),
+        );
+        check(&rows, Some(&signed_head(0, "")), Some(false));
+        // A head counting every row is not behind, even when the last row does not parse and
+        // the head names the row before it.
+        let broken_last = format!("{}\ngarbage\n", rows.lines().next().unwrap());
+        check(
+            &broken_last,
+            Some(&signed_head(2, &first.entry_hash)),
+            Some(false),
         );
     }
 
