@@ -846,6 +846,73 @@ fn findings_and_report_citations_match_the_reference() {
 }
 
 #[test]
+fn a_post_without_a_spine_timestamp_reads_the_system_clock() {
+    let scratch = tempfile::tempdir().unwrap();
+    let chain = AuditChain::open(scratch.path().join(".sdd/audit"), audit_key());
+    let content = ArtifactContent::report("now").unwrap();
+    let seconds = || {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        i64::try_from(now.unwrap().as_secs()).unwrap()
+    };
+    let before = seconds();
+    let posted = post_run_artifact_with_clock(
+        scratch.path(),
+        &chain,
+        &PostRequest {
+            spine_timestamp: None,
+            ..request("t-3", "k", &content)
+        },
+        || 0.0,
+    )
+    .unwrap();
+    let after = seconds();
+    let stamped = posted.spine_entry.timestamp;
+    assert!(
+        (before..=after).contains(&stamped),
+        "{before} <= {stamped} <= {after}"
+    );
+}
+
+#[test]
+fn a_post_whose_record_does_not_verify_says_why_and_returns_no_content() {
+    // A report may cite a finding that does not exist; the post is anchored all the same, and
+    // the answer carries the verifier's verdict on it instead of the content.
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    let chain = AuditChain::open(project.join(".sdd/audit"), audit_key());
+    let report = ArtifactContent::report_citing(
+        "cites nothing real",
+        vec![
+            Object::new()
+                .with("task_id", "t-5")
+                .with("key", "f1")
+                .with("finding_hash", format!("sha256:{}", "0".repeat(64))),
+        ],
+    )
+    .unwrap();
+    let posted =
+        post_run_artifact_with_clock(project, &chain, &request("t-9", "r1", &report), || 0.0)
+            .unwrap();
+    assert!(!posted.verified);
+    assert_eq!(
+        posted.verify_reason,
+        "referenced finding task 't-5' has no artifacts (key='r1' version=1 index=0)"
+    );
+    assert_eq!(posted.content, None);
+    assert_eq!(posted.to_wire().get("verified"), Some(&Value::from(false)));
+    assert!(matches!(posted.audit, AuditMirror::Recorded { .. }));
+
+    // The verdict is the new row's own, not that of an earlier version of the key.
+    let plain = ArtifactContent::report("cites nothing").unwrap();
+    let posted =
+        post_run_artifact_with_clock(project, &chain, &request("t-9", "r1", &plain), || 0.0)
+            .unwrap();
+    assert_eq!(posted.record.version, 2);
+    assert!(posted.verified, "{}", posted.verify_reason);
+    assert_eq!(posted.verify_reason, "");
+}
+
+#[test]
 fn a_journal_moved_under_another_task_name_fails_the_project_check() {
     let scratch = tempfile::tempdir().unwrap();
     let project = scratch.path();
