@@ -913,6 +913,46 @@ fn a_post_whose_record_does_not_verify_says_why_and_returns_no_content() {
 }
 
 #[test]
+fn the_post_verdict_is_its_own_row_even_when_another_claims_its_index() {
+    // The journal's stored `index` member is outside its hashes, so an earlier row may claim
+    // the index the next post receives and still verify; the verdict is found by key, version
+    // and index together.
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path();
+    let key = audit_key();
+    let chain = AuditChain::open(project.join(".sdd/audit"), key.clone());
+    let post = |artifact_key: &str, body: &str| {
+        let content = ArtifactContent::report(body).unwrap();
+        post_run_artifact_with_clock(
+            project,
+            &chain,
+            &request("t-4", artifact_key, &content),
+            || 0.0,
+        )
+        .unwrap()
+    };
+    let first = post("a", "first");
+    // The first row now claims index 1 and has lost its blob, so its own verdict fails.
+    let journal = project.join(".sdd/runs/task-t-4/journal.jsonl");
+    let text = fs::read_to_string(&journal)
+        .unwrap()
+        .replace("\"index\": 0", "\"index\": 1");
+    fs::write(&journal, text).unwrap();
+    let hex = &first.record.content_hash["sha256:".len()..];
+    fs::remove_file(project.join(format!(".sdd/evidence/blobs/{}/{hex}", &hex[..2]))).unwrap();
+
+    let second = post("b", "second");
+    assert_eq!(second.record.journal_index, 1);
+    assert!(second.verified, "{}", second.verify_reason);
+    let results = verify_run_artifacts(project, "t-4", &key).unwrap().results;
+    let verdicts: Vec<(&str, i64, bool)> = results
+        .iter()
+        .map(|r| (r.key.as_str(), r.journal_index, r.ok))
+        .collect();
+    assert_eq!(verdicts, vec![("a", 1, false), ("b", 1, true)]);
+}
+
+#[test]
 fn a_journal_moved_under_another_task_name_fails_the_project_check() {
     let scratch = tempfile::tempdir().unwrap();
     let project = scratch.path();
