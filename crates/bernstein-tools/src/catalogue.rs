@@ -593,8 +593,14 @@ fn cancelled_outcome(name: &str, meter: serde_json::Value) -> ToolOutcome {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use bernstein_journal::key::AuditKey;
+    use bernstein_tasks::embedded::EmbeddedStore;
+    use serde_json::json;
+
     use super::*;
-    use crate::Tier;
+    use crate::{Backend, Tier};
 
     /// Validators are compiled at a name's first call, so a schema that did not compile would
     /// no longer stop the server from starting: this holds every tool and alias of every tier
@@ -688,5 +694,315 @@ mod tests {
                 ("load_skill", 30.0)
             ]
         );
+    }
+
+    /// Every setting differs from the default, so a catalogue that forgot its configuration
+    /// would show it.
+    const UNUSUAL: ToolConfig = ToolConfig {
+        tier: Tier::Core,
+        aliases_enabled: false,
+        cost_meter: false,
+        validation: Validation::Permissive,
+        lineage_enabled: false,
+    };
+
+    #[test]
+    fn the_catalogue_keeps_its_configuration_and_shows_it_with_its_names() {
+        let catalogue = Catalogue::new(&UNUSUAL).unwrap();
+        assert_eq!(*catalogue.config(), UNUSUAL);
+        // The debug form is what a log line shows of the catalogue: the configuration and the
+        // callable names, the schemas and validators left out.
+        assert_eq!(
+            format!("{catalogue:?}"),
+            format!(
+                "Catalogue {{ config: {UNUSUAL:?}, registered: {:?}, .. }}",
+                ["bernstein_run", "bernstein_status", "bernstein_run_status"]
+            )
+        );
+    }
+
+    /// Only an advertised tool has a spec: an alias is callable but never listed, and a tool of
+    /// a higher tier is neither.
+    #[test]
+    fn a_spec_is_found_for_advertised_tools_only() {
+        let catalogue = Catalogue::new(&ToolConfig::default()).unwrap();
+        let check = |name: &str, advertised: bool| {
+            let found = catalogue.spec(name).map(|spec| spec.name.as_str());
+            assert_eq!(found, advertised.then_some(name), "{name}");
+        };
+        check("bernstein_status", true);
+        check("load_skill", true);
+        check("bernstein_health", false);
+        check("bernstein_scenario", false);
+        check("no_such_tool", false);
+        assert!(catalogue.is_callable("bernstein_health"));
+    }
+
+    /// The dispatcher anchors a call only when it is admitted: the name is callable and the
+    /// firewall passes the arguments, or only warns about them in permissive mode.
+    #[test]
+    fn admission_is_the_firewall_verdict_unless_validation_is_permissive() {
+        let strict = Catalogue::new(&ToolConfig::default()).unwrap();
+        let permissive = Catalogue::new(&ToolConfig {
+            validation: Validation::Permissive,
+            ..ToolConfig::default()
+        })
+        .unwrap();
+        let check = |catalogue: &Catalogue, name: &str, arguments: serde_json::Value, expect| {
+            assert_eq!(
+                catalogue.admits(name, &arguments),
+                expect,
+                "{:?} {name} {arguments}",
+                catalogue.config().validation
+            );
+        };
+        check(&strict, "bernstein_status", json!({}), true);
+        // A top-level null is dropped before the schema sees it.
+        check(&strict, "bernstein_status", json!({"status": null}), true);
+        check(&strict, "bernstein_status", json!({"extra": 1}), false);
+        check(&strict, "bernstein_status", json!(["status"]), false);
+        check(&strict, "no_such_tool", json!({}), false);
+        check(&permissive, "bernstein_status", json!({"extra": 1}), true);
+        check(&permissive, "bernstein_status", json!({}), true);
+        check(&permissive, "no_such_tool", json!({}), false);
+    }
+
+    /// A settled task-augmented `bernstein_run` is shaped by its output schema: the bare
+    /// payload with the meter off, inside a `_meter` envelope that names the asking request
+    /// with it on.
+    #[test]
+    fn a_settled_run_result_is_enveloped_only_with_the_meter_on() {
+        let payload = || {
+            Object::new()
+                .with("task_id", "3f2a9c1b7d0e")
+                .with("status", "done")
+        };
+        let bare = Catalogue::new(&ToolConfig {
+            cost_meter: false,
+            ..ToolConfig::default()
+        })
+        .unwrap()
+        .settled_run_result(payload(), "0af4fa795b5c839a");
+        assert_eq!(bare, json!({"task_id": "3f2a9c1b7d0e", "status": "done"}));
+        let mut enveloped = Catalogue::new(&ToolConfig::default())
+            .unwrap()
+            .settled_run_result(payload(), "0af4fa795b5c839a");
+        // The time stamp is the settling time, so only its form is checked.
+        let ts = enveloped["_meter"]["ts"].take();
+        assert!(ts.as_str().is_some_and(|ts| ts.ends_with('Z')), "{ts}");
+        assert_eq!(
+            enveloped,
+            json!({
+                "result": {"task_id": "3f2a9c1b7d0e", "status": "done"},
+                "_meter": {
+                    "tool": "bernstein_run",
+                    "call_id": "0af4fa795b5c839a",
+                    "latency_ms": 0.0,
+                    "cost_usd": 0.0,
+                    "ok": true,
+                    "ts": null
+                }
+            })
+        );
+    }
+
+    /// A project directory with an embedded store, and a context whose workdir is its root.
+    fn project() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let key = AuditKey::from_master_bytes(b"0123456789abcdef0123456789abcdef".to_vec());
+        let store = EmbeddedStore::open(dir.path(), Some(key.clone())).unwrap();
+        let ctx = ToolContext::new(dir.path(), Arc::new(Backend::embedded(store, key)));
+        (dir, ctx)
+    }
+
+    /// `bernstein://skills/index` serves the bytes `load_skill` answers without a name.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_skill_index_is_what_load_skill_answers_without_a_name() {
+        let (dir, ctx) = project();
+        let catalogue = Catalogue::new(&ToolConfig {
+            cost_meter: false,
+            ..ToolConfig::default()
+        })
+        .unwrap();
+        let answered = catalogue.call(&ctx, "load_skill", json!({})).await;
+        assert!(!answered.is_error, "{}", answered.text);
+        assert!(answered.text.contains("content_hash"), "{}", answered.text);
+        assert_eq!(
+            catalogue.skill_index_text(dir.path()).unwrap(),
+            answered.text
+        );
+    }
+
+    /// `timeoutSeconds` bounds a call only when it is a positive finite number; zero, a
+    /// negative or non-finite value, or a string, declares no timeout (a zero bound would
+    /// stop every call at once, and a negative or infinite one cannot be a `Duration`).
+    #[test]
+    fn only_a_positive_finite_timeout_is_declared() {
+        let check = |schema: &str, expect: Option<f64>| {
+            let got = timeout_of(&PyValue::parse(schema).unwrap()).map(|(_, seconds)| seconds);
+            assert_eq!(got, expect, "{schema}");
+        };
+        check(r#"{"timeoutSeconds": 65}"#, Some(65.0));
+        check(r#"{"timeoutSeconds": 0.5}"#, Some(0.5));
+        check(r#"{"timeoutSeconds": 0}"#, None);
+        check(r#"{"timeoutSeconds": 0.0}"#, None);
+        check(r#"{"timeoutSeconds": -1}"#, None);
+        check(r#"{"timeoutSeconds": Infinity}"#, None);
+        check(r#"{"timeoutSeconds": NaN}"#, None);
+        check(r#"{"timeoutSeconds": "30"}"#, None);
+        check(r#"{"type": "object"}"#, None);
+        check("[]", None);
+    }
+
+    /// With the meter on, an error payload is enveloped as it reads after the root's path was
+    /// taken out, not as the handler first wrote it.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_enveloped_error_names_paths_relative_to_the_root() {
+        let (dir, ctx) = project();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let catalogue = Catalogue::new(&ToolConfig::default()).unwrap();
+        let workdir = dir.path().join("sub");
+        let outcome = catalogue
+            .call(
+                &ctx,
+                "bernstein_shutdown_orchestrator",
+                json!({ "workdir": workdir.to_str().unwrap() }),
+            )
+            .await;
+        assert!(outcome.is_error, "{}", outcome.text);
+        let root = dir.path().to_str().unwrap();
+        assert!(!outcome.text.contains(root), "{}", outcome.text);
+        let body: serde_json::Value = serde_json::from_str(&outcome.text).unwrap();
+        assert_eq!(
+            body["result"]["error"],
+            "workdir is not an existing Bernstein project root (no .sdd directory): 'sub'"
+        );
+    }
+
+    /// `_meter.latency_ms` is the call's own time in milliseconds: more than nothing, and no
+    /// more than the time the test saw pass around the call.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_meter_counts_the_call_time_in_milliseconds() {
+        let (_dir, ctx) = project();
+        let catalogue = Catalogue::new(&ToolConfig::default()).unwrap();
+        let clock = Instant::now();
+        let outcome = catalogue.call(&ctx, "bernstein_status", json!({})).await;
+        let around_ms = clock.elapsed().as_secs_f64() * 1000.0;
+        let latency_ms = outcome.meter.unwrap()["latency_ms"].as_f64().unwrap();
+        // The meter rounds to three places, so it may read up to half a microsecond over.
+        assert!(
+            latency_ms > 0.0 && latency_ms <= around_ms + 0.0005,
+            "{latency_ms} ms metered, {around_ms} ms around the call"
+        );
+    }
+
+    /// A root reached through a symlink is taken out of an error text in both spellings: as
+    /// configured and as the file system resolves it.
+    #[test]
+    fn a_symlinked_root_is_taken_out_in_both_spellings() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let text = format!(
+            "read {}/a.json: gone; read {}/b.json: gone",
+            link.display(),
+            real.display()
+        );
+        assert_eq!(
+            relative_to_root(text, &link),
+            "read a.json: gone; read b.json: gone"
+        );
+    }
+
+    /// A firewall refusal of the tools whose refusals are promised as `{error, hint}` carries
+    /// its hint right after `error`, aliases included; other tools answer the bare refusal.
+    #[test]
+    fn firewall_refusals_carry_the_promised_hints() {
+        let refusal = firewall::Refusal {
+            tool: "t".to_owned(),
+            code: firewall::INVALID_PARAMS,
+            message: firewall::SCHEMA_MESSAGE.to_owned(),
+            errors: Vec::new(),
+        };
+        let check = |name: &str, hint: Option<&str>| {
+            let target = TOOLS
+                .iter()
+                .find(|def| def.name == name)
+                .map(Target::Tool)
+                .or_else(|| {
+                    ALIASES
+                        .iter()
+                        .find(|alias| alias.name == name)
+                        .map(Target::Alias)
+                })
+                .unwrap();
+            let text = refusal_text(target, &refusal);
+            let parsed = PyValue::parse(&text).unwrap();
+            let body = parsed.as_object().unwrap();
+            let keys: Vec<&str> = body.keys().collect();
+            match hint {
+                Some(hint) => {
+                    assert_eq!(keys, ["error", "hint", "jsonrpc_error"], "{name}");
+                    assert_eq!(body.get("hint").and_then(PyValue::as_str), Some(hint));
+                }
+                None => assert_eq!(text, refusal.payload_text(), "{name}"),
+            }
+        };
+        let shutdown = bernstein_gate::shutdown::REFUSAL_HINT;
+        check("bernstein_shutdown_orchestrator", Some(shutdown));
+        check("bernstein_stop", Some(shutdown));
+        for name in [
+            "bernstein_approve",
+            "bernstein_complete",
+            "bernstein_cancel",
+            "bernstein_post_artifact",
+        ] {
+            check(name, Some(FIREWALL_HINT));
+        }
+        check("bernstein_status", None);
+        check("bernstein_health", None);
+    }
+
+    /// An empty string stands for an argument not supplied only for the listed optional
+    /// arguments of the listed tools; a non-empty one, another argument or another tool's is
+    /// kept.
+    #[test]
+    fn only_listed_empty_arguments_are_taken_as_unsupplied() {
+        let check = |tool: &str, arguments: serde_json::Value, expect: serde_json::Value| {
+            assert_eq!(
+                drop_unsupplied(tool, arguments.clone()),
+                expect,
+                "{tool} {arguments}"
+            );
+        };
+        check(
+            "bernstein_cancel",
+            json!({"task_id": "a", "reason": ""}),
+            json!({"task_id": "a"}),
+        );
+        check(
+            "bernstein_cancel",
+            json!({"task_id": "a", "reason": "why"}),
+            json!({"task_id": "a", "reason": "why"}),
+        );
+        check(
+            "bernstein_cancel",
+            json!({"task_id": ""}),
+            json!({"task_id": ""}),
+        );
+        check(
+            "bernstein_post_artifact",
+            json!({"key": "", "body": "", "url": "", "target": "t"}),
+            json!({"key": "", "target": "t"}),
+        );
+        check("bernstein_scenario", json!({"context": ""}), json!({}));
+        check(
+            "bernstein_status",
+            json!({"reason": ""}),
+            json!({"reason": ""}),
+        );
+        check("bernstein_cancel", json!(["reason"]), json!(["reason"]));
     }
 }
