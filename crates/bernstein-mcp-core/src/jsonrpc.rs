@@ -516,6 +516,56 @@ mod tests {
     }
 
     #[test]
+    fn repeated_keys_are_placed_by_their_own_path() {
+        // The path names each array element by its own index, so a repeat in a later element
+        // is found there and not only in the first one.
+        let path = |text: &str, expect: &[&str]| {
+            assert_eq!(repeated_key(text).unwrap(), expect, "{text}");
+        };
+        path(r#"{"a":[1,{"k":1,"k":2}]}"#, &["a", "1", "k"]);
+        path(
+            r#"[{"k":1},[],{"k":1},{"x":[0,0,{"y":1,"y":1}]}]"#,
+            &["3", "x", "2", "y"],
+        );
+        let check = |text: &str, expect: &str| {
+            let got = match read(text) {
+                Incoming::Invalid { id, error } => format!(
+                    "{} {} {}",
+                    id.map_or("-".to_owned(), |i| i.to_string()),
+                    error.code,
+                    error.message
+                ),
+                other => format!("accepted: {other:?}"),
+            };
+            assert_eq!(got, expect, "{text}");
+        };
+        // Only a repeated `id` costs the message its id; another repeated top-level key keeps it.
+        check(
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping","method":"ping"}"#,
+            r#"7 -32600 Invalid Request: duplicate key "method" at the top level"#,
+        );
+        // A repeated `arguments` key is a flaw of the params, not of the tool arguments.
+        check(
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"a","arguments":{},"arguments":{}}}"#,
+            r#"8 -32600 Invalid Request: duplicate key "arguments" at params"#,
+        );
+        // Only a `tools/call` has tool arguments; a prompt's arguments are request params.
+        check(
+            r#"{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"p","arguments":{"x":"1","x":"2"}}}"#,
+            r#"9 -32600 Invalid Request: duplicate key "x" at params.arguments"#,
+        );
+        // An `arguments` object outside `params` is not the tool arguments either.
+        check(
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","extra":{"arguments":{"x":1,"x":2}}}"#,
+            r#"10 -32600 Invalid Request: duplicate key "x" at extra.arguments"#,
+        );
+        check(
+            r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"a","arguments":{"o":[{"y":1,"y":2}]}}}"#,
+            r#"11 -32602 Invalid params: duplicate key "y" in the tool arguments at o.0"#,
+        );
+    }
+
+    #[test]
     fn bytes_that_are_not_utf8_are_a_parse_error() {
         match read_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}") {
             Incoming::Invalid { id: None, error } => {
