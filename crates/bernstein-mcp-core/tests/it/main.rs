@@ -2,6 +2,7 @@
 //! JSON-RPC messages over a scratch project, the embedded backend and the real catalogue.
 
 mod abandoned;
+mod admission;
 mod anchoring;
 mod claims;
 mod cold_start;

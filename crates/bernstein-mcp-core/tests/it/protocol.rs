@@ -289,3 +289,49 @@ async fn notifications_and_client_responses_get_no_reply() {
         assert_eq!(project.send_text(line).await, None, "{line}");
     }
 }
+
+/// The methods that exist only on the initialize lifecycle are not found on the stateless one,
+/// whatever their params; on the initialize lifecycle they run.
+#[tokio::test]
+async fn initialize_lifecycle_methods_are_not_found_on_the_stateless_one() {
+    let project = Project::new();
+    let outcome = |reply: Value| match reply.get("error") {
+        Some(error) => format!("{} {}", error["code"], error["message"]),
+        None => format!("result {}", reply["result"]),
+    };
+    for (method, params, legacy) in [
+        ("ping", json!({}), "result {}"),
+        ("logging/setLevel", json!({"level": "debug"}), "result {}"),
+        (
+            "resources/subscribe",
+            json!({"uri": "bernstein://capability"}),
+            "result {}",
+        ),
+        (
+            "resources/unsubscribe",
+            json!({"uri": "bernstein://capability"}),
+            "result {}",
+        ),
+        (
+            "tasks/result",
+            json!({"taskId": "no-such-task"}),
+            "-32602 \"Unknown task: no-such-task\"",
+        ),
+        ("tasks/list", json!({}), "result {\"tasks\":[]}"),
+    ] {
+        let request =
+            |params: Value| json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        assert_eq!(
+            outcome(project.send(request(params.clone())).await),
+            legacy,
+            "{method}"
+        );
+        let mut stateless = params;
+        stateless["_meta"] = meta_2026(true);
+        assert_eq!(
+            outcome(project.send(request(stateless)).await),
+            format!("-32601 \"Method not found: {method}\""),
+            "{method}"
+        );
+    }
+}
