@@ -1,13 +1,15 @@
 //! What `Dispatcher::accept` decides before anything runs: the params size limit at its exact
 //! boundary, a reused id, a full stream or process, and what each accepted message tells its
-//! transport (whether it will be answered, whether the answer is already known).
+//! transport (whether it will be answered, whether the answer is already known); and which hard
+//! timeout a call is then given.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bernstein_mcp_core::{Accepted, CallScope, DiscardNotifications, Limits};
 use serde_json::{Value, json};
 
-use crate::support::Project;
+use crate::support::{Project, payload};
 
 /// The params limit the boundary tests use.
 const LIMIT: usize = 64;
@@ -166,4 +168,24 @@ async fn an_accepted_message_says_whether_it_is_answered_and_whether_the_answer_
     // An invalid message is answered at once.
     check("{not json", (true, true));
     check(r#"{"jsonrpc":"2.0","id":1}"#, (true, true));
+}
+
+#[tokio::test]
+async fn a_tools_declared_timeout_lifts_the_hard_timeout_of_its_calls() {
+    // A hard timeout far shorter than the wait below: only the declared 65 s of
+    // `bernstein_subscribe` (plus grace) lets the call finish its wait and answer.
+    let project = project(Limits {
+        call_timeout: Duration::from_millis(1),
+        ..Limits::default()
+    });
+    let result = project
+        .call(
+            "bernstein_subscribe",
+            json!({"role": "backend", "timeout_seconds": 1}),
+        )
+        .await;
+    assert_eq!(
+        payload(&result),
+        json!({"notifications": [], "timed_out": true})
+    );
 }

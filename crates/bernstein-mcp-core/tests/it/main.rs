@@ -6,6 +6,7 @@ mod admission;
 mod anchoring;
 mod claims;
 mod cold_start;
+mod embedding;
 mod gaps;
 mod handles;
 mod hostile;

@@ -1,0 +1,60 @@
+//! What a host embedding the dispatcher reads back from it: each accessor agrees with what the
+//! protocol serves, and a parsed message is answered like its text.
+
+use std::sync::Arc;
+
+use bernstein_mcp_core::{CAPABILITY_URI, Limits, NotificationSink};
+use serde_json::json;
+
+use crate::support::Project;
+
+#[tokio::test]
+async fn the_accessors_agree_with_what_the_protocol_serves() {
+    let limits = Limits {
+        max_params_bytes: 1000,
+        max_in_flight: 7,
+        ..Limits::default()
+    };
+    let project = Project::with(|b| b.limits(limits));
+    let dispatcher = &project.dispatcher;
+    assert_eq!(dispatcher.limits(), &limits);
+    assert_eq!(dispatcher.workdir(), project.dir.path());
+    let initialized = project
+        .result("initialize", json!({"protocolVersion": "2025-11-25"}))
+        .await;
+    assert_eq!(initialized["instructions"], dispatcher.instructions());
+    let listed = project.result("tools/list", json!({})).await;
+    let mut served: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    served.sort_unstable();
+    let mut named: Vec<&str> = dispatcher.tool_names().collect();
+    named.sort_unstable();
+    assert_eq!(named, served);
+    let card = project
+        .result("resources/read", json!({"uri": CAPABILITY_URI}))
+        .await;
+    assert_eq!(card["contents"][0]["text"], dispatcher.capability_card());
+}
+
+#[tokio::test]
+async fn a_parsed_message_is_answered_like_its_text() {
+    let project = Project::new();
+    let notes: Arc<dyn NotificationSink> = project.notes.clone();
+    let handle = |message| {
+        project
+            .dispatcher
+            .handle(message, &project.scope, Arc::clone(&notes))
+    };
+    assert_eq!(
+        handle(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"})).await,
+        Some(json!({"jsonrpc": "2.0", "id": 3, "result": {}}))
+    );
+    assert_eq!(
+        handle(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await,
+        None
+    );
+}
