@@ -1,10 +1,12 @@
 //! What a host embedding the dispatcher reads back from it: each accessor agrees with what the
-//! protocol serves, and a parsed message is answered like its text.
+//! protocol serves, a parsed message is answered like its text, and a host's handler that
+//! panics is answered like any other failure.
 
 use std::sync::Arc;
 
+use bernstein_mcp_core::extension::{BoxFuture, Extension, ExtensionAnswer, ExtensionCall};
 use bernstein_mcp_core::{CAPABILITY_URI, Limits, NotificationSink};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::Project;
 
@@ -57,4 +59,38 @@ async fn a_parsed_message_is_answered_like_its_text() {
         handle(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await,
         None
     );
+}
+
+/// An extension whose one tool panics.
+#[derive(Debug)]
+struct Panics;
+
+impl Extension for Panics {
+    fn tools(&self) -> Vec<Value> {
+        vec![json!({"name": "panics", "inputSchema": {"type": "object"}})]
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        _name: &'a str,
+        _call: ExtensionCall,
+    ) -> BoxFuture<'a, ExtensionAnswer> {
+        Box::pin(async { panic!("the handler fails") })
+    }
+}
+
+#[tokio::test]
+async fn a_handler_that_panics_is_answered_with_its_id_and_leaves_its_stream() {
+    let project = Project::with(|b| b.extension(Arc::new(Panics)));
+    let reply = project
+        .send(json!({"jsonrpc": "2.0", "id": "p", "method": "tools/call", "params": {"name": "panics"}}))
+        .await;
+    assert_eq!(
+        reply,
+        json!({"jsonrpc": "2.0", "id": "p", "error": {"code": -32603,
+            "message": "Internal error: the request handler failed unexpectedly"}})
+    );
+    assert_eq!(project.scope.in_flight(), 0);
+    // The stream serves on.
+    assert_eq!(project.result("ping", json!({})).await, json!({}));
 }

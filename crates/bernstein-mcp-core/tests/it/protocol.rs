@@ -335,3 +335,23 @@ async fn initialize_lifecycle_methods_are_not_found_on_the_stateless_one() {
         );
     }
 }
+
+/// A request whose `_meta` declares a version before 2026-07-28 is served on the initialize
+/// lifecycle: it needs none of the 2026-07-28 `_meta` keys, `ping` exists for it, and its
+/// result is not stamped.
+#[tokio::test]
+async fn a_declared_version_before_2026_07_28_is_served_on_the_initialize_lifecycle() {
+    let project = Project::new();
+    for version in ["2024-11-05", "2025-11-25"] {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": version});
+        let listed = project.result("prompts/list", json!({"_meta": meta})).await;
+        for key in ["resultType", "ttlMs", "cacheScope", "_meta"] {
+            assert!(listed.get(key).is_none(), "{version} {key}: {listed}");
+        }
+        assert_eq!(
+            project.result("ping", json!({"_meta": meta})).await,
+            json!({}),
+            "{version}"
+        );
+    }
+}
