@@ -2,6 +2,7 @@
 //! under `fixtures/vectors/`, and cross-process behaviour.
 
 mod artifacts;
+mod artifacts_verify;
 mod audit;
 mod audit_oracle;
 mod capsule;
