@@ -698,34 +698,7 @@ impl Finish {
             }
             result.insert("capabilityCard".to_owned(), card);
         }
-        let code = response
-            .get("error")
-            .and_then(|e| e.get("code"))
-            .and_then(JsonValue::as_i64);
-        let status = match code {
-            Some(c) if c == i64::from(METHOD_NOT_FOUND) && self.stateless => StatusCode::NOT_FOUND,
-            Some(c)
-                if c == i64::from(UNSUPPORTED_PROTOCOL_VERSION)
-                    || c == i64::from(HEADER_MISMATCH)
-                    || c == i64::from(MISSING_REQUIRED_CLIENT_CAPABILITY) =>
-            {
-                StatusCode::BAD_REQUEST
-            }
-            // SEP-2575: a 2026-07-28 request whose `_meta` lacks a required key is a bad
-            // request on HTTP, not only a JSON-RPC error.
-            Some(c)
-                if c == i64::from(INVALID_PARAMS)
-                    && self.stateless
-                    && response
-                        .pointer("/error/message")
-                        .and_then(JsonValue::as_str)
-                        .is_some_and(|m| m.starts_with(INVALID_REQUEST_META)) =>
-            {
-                StatusCode::BAD_REQUEST
-            }
-            _ => StatusCode::OK,
-        };
-        (status, response.to_string())
+        (status_of(&response, self.stateless), response.to_string())
     }
 
     fn respond(
@@ -747,6 +720,40 @@ impl Finish {
         };
         *response.status_mut() = status;
         with_span(response, &span)
+    }
+}
+
+/// The HTTP status of a dispatcher answer: an unknown method of a stateless (2026-07-28)
+/// request is 404; an unsupported protocol version, a header mismatch, a missing client
+/// capability and a stateless request's malformed `_meta` are 400; every other answer,
+/// JSON-RPC errors included, is 200.
+fn status_of(response: &JsonValue, stateless: bool) -> StatusCode {
+    let code = response
+        .get("error")
+        .and_then(|e| e.get("code"))
+        .and_then(JsonValue::as_i64);
+    match code {
+        Some(c) if c == i64::from(METHOD_NOT_FOUND) && stateless => StatusCode::NOT_FOUND,
+        Some(c)
+            if c == i64::from(UNSUPPORTED_PROTOCOL_VERSION)
+                || c == i64::from(HEADER_MISMATCH)
+                || c == i64::from(MISSING_REQUIRED_CLIENT_CAPABILITY) =>
+        {
+            StatusCode::BAD_REQUEST
+        }
+        // SEP-2575: a 2026-07-28 request whose `_meta` lacks a required key is a bad
+        // request on HTTP, not only a JSON-RPC error.
+        Some(c)
+            if c == i64::from(INVALID_PARAMS)
+                && stateless
+                && response
+                    .pointer("/error/message")
+                    .and_then(JsonValue::as_str)
+                    .is_some_and(|m| m.starts_with(INVALID_REQUEST_META)) =>
+        {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::OK,
     }
 }
 
@@ -953,6 +960,64 @@ mod tests {
         assert!(!a.json && a.sse);
         let a = acceptable(&HeaderMap::new());
         assert!(a.json && a.sse);
+    }
+
+    #[test]
+    fn answers_map_to_their_http_status() {
+        let check = |answer: JsonValue, stateless: bool, expect: StatusCode| {
+            assert_eq!(
+                status_of(&answer, stateless),
+                expect,
+                "{answer} (stateless: {stateless})"
+            );
+        };
+        let failed = |code: i32, message: &str| {
+            let error = json!({"code": code, "message": message});
+            json!({"jsonrpc": "2.0", "id": 1, "error": error})
+        };
+        let malformed_meta = format!("{INVALID_REQUEST_META}: protocolVersion");
+        check(
+            json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
+            true,
+            StatusCode::OK,
+        );
+        check(
+            failed(METHOD_NOT_FOUND, "Method not found"),
+            true,
+            StatusCode::NOT_FOUND,
+        );
+        check(
+            failed(METHOD_NOT_FOUND, "Method not found"),
+            false,
+            StatusCode::OK,
+        );
+        for code in [
+            UNSUPPORTED_PROTOCOL_VERSION,
+            HEADER_MISMATCH,
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+        ] {
+            check(failed(code, "refused"), false, StatusCode::BAD_REQUEST);
+            check(failed(code, "refused"), true, StatusCode::BAD_REQUEST);
+        }
+        check(
+            failed(INVALID_PARAMS, &malformed_meta),
+            true,
+            StatusCode::BAD_REQUEST,
+        );
+        // The same error outside the stateless era, another invalid-params message, or the
+        // `_meta` message under another code stays a JSON-RPC error answered with 200.
+        check(
+            failed(INVALID_PARAMS, &malformed_meta),
+            false,
+            StatusCode::OK,
+        );
+        check(failed(INVALID_PARAMS, "missing name"), true, StatusCode::OK);
+        check(
+            failed(INVALID_REQUEST, &malformed_meta),
+            true,
+            StatusCode::OK,
+        );
+        check(failed(PARSE_ERROR, "Parse error"), true, StatusCode::OK);
     }
 
     #[test]

@@ -257,3 +257,42 @@ async fn a_legacy_session_id_after_the_window_changes_nothing() {
     server.assert_serving().await;
     server.stop().await;
 }
+
+/// A method a served path does not take is 405, with `Allow` naming the ones it does take,
+/// and `HEAD` is served wherever `GET` is without auth. Checked before any body is read, so
+/// nothing is written either.
+#[tokio::test]
+async fn each_path_names_the_methods_it_serves() {
+    let server = server().await;
+    let before = server.evidence().await;
+    let check = |method: &'static str, path: &'static str, expect: Option<&'static str>| {
+        let server = &server;
+        async move {
+            let reply = server.request(method, path, &[AUTH], b"").await;
+            match expect {
+                Some(allow) => {
+                    assert_eq!(reply.status, 405, "{method} {path}");
+                    assert_eq!(reply.header("allow"), Some(allow), "{method} {path}");
+                    assert_eq!(reply.json(), json!({"error":"method not allowed"}));
+                }
+                None => {
+                    assert_eq!(reply.status, 200, "{method} {path}");
+                    assert_eq!(reply.header("allow"), None, "{method} {path}");
+                }
+            }
+        }
+    };
+    check("GET", "/mcp", Some("POST, DELETE")).await;
+    check("PUT", "/mcp", Some("POST, DELETE")).await;
+    check("PUT", "/sse", Some("GET")).await;
+    check("GET", "/messages", Some("POST")).await;
+    check("DELETE", "/messages/", Some("POST")).await;
+    check("POST", "/readyz", Some("GET")).await;
+    check("POST", "/healthz", Some("GET")).await;
+    check("POST", "/.well-known/oauth-protected-resource", Some("GET")).await;
+    check("HEAD", "/.well-known/oauth-protected-resource", None).await;
+    check("HEAD", "/healthz", None).await;
+    server.assert_serving().await;
+    assert_eq!(server.evidence().await, before);
+    server.stop().await;
+}

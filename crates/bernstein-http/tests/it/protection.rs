@@ -424,3 +424,27 @@ fn rustix_probe_writable(dir: &std::path::Path) -> bool {
     let _ = std::fs::remove_file(&probe);
     created
 }
+
+/// The service's `Debug` form names itself and its configuration, and, like the
+/// configuration's own, never shows the bearer token.
+#[test]
+fn the_debug_form_shows_the_configuration_without_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let dispatcher = crate::support::http_dispatcher(
+        bernstein_mcp_core::Dispatcher::builder(dir.path()).audit_key(crate::support::key()),
+    )
+    .build()
+    .unwrap();
+    let config = bernstein_http::HttpConfig::builder("127.0.0.1:0".parse().unwrap())
+        .auth_type("bearer")
+        .bearer_token(Some("secret-of-the-test".to_owned()))
+        .build()
+        .unwrap();
+    let shown = format!("{:?}", bernstein_http::McpHttp::new(dispatcher, config));
+    assert!(
+        shown.starts_with("McpHttp { config: HttpConfig {"),
+        "{shown}"
+    );
+    assert!(shown.ends_with(", .. }"), "{shown}");
+    assert!(!shown.contains("secret-of-the-test"), "{shown}");
+}

@@ -314,6 +314,44 @@ async fn the_2026_07_28_header_rules() {
             "{body}"
         );
     }
+    // `prompts/get` names its prompt and `resources/read` its URI in `Mcp-Name` as well; a
+    // header naming something else is refused before the method runs.
+    for (method, params, named) in [
+        (
+            "prompts/get",
+            json!({"name": "bernstein-plan", "_meta": meta_2026()}),
+            "bernstein-plan",
+        ),
+        (
+            "resources/read",
+            json!({"uri": "bernstein://runs", "_meta": meta_2026()}),
+            "bernstein://runs",
+        ),
+    ] {
+        let request = json!({"jsonrpc":"2.0","id":3,"method":method,"params":params});
+        let headers = |name| {
+            [
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", method),
+                ("mcp-name", name),
+            ]
+        };
+        let reply = server.post(&headers("other"), &request).await;
+        assert_eq!(reply.status, 400, "{method}");
+        let body = reply.json();
+        assert_eq!(body["error"]["code"], -32020, "{body}");
+        assert_eq!(
+            body["error"]["message"],
+            format!("Mcp-Name header \"other\" does not match {named:?}"),
+        );
+        let reply = server.post(&headers(named), &request).await;
+        assert_ne!(
+            reply.json()["error"]["code"],
+            -32020,
+            "{method}: {}",
+            reply.body_text()
+        );
+    }
     // A base64-sentinel Mcp-Name decodes.
     let encoded = server
         .post(
