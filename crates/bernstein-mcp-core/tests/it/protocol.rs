@@ -355,3 +355,43 @@ async fn a_declared_version_before_2026_07_28_is_served_on_the_initialize_lifecy
         );
     }
 }
+
+/// The lineage resources exist only while lineage is enabled, and an artefact URI must name an
+/// artefact: the bare prefix is not one.
+#[tokio::test]
+async fn lineage_resources_are_read_only_when_enabled_and_named() {
+    let outcome = |reply: Value| match reply.get("error") {
+        Some(error) => format!("{} {}", error["code"], error["message"]),
+        None => format!("{}", reply["result"]["contents"][0]["mimeType"]),
+    };
+    for (lineage_enabled, uri, expect) in [
+        (true, "lineage://stats", r#""application/json""#),
+        (true, "lineage://artefact/a", r#""application/x-ndjson""#),
+        (
+            true,
+            "lineage://artefact/",
+            r#"-32002 "Resource not found: lineage://artefact/""#,
+        ),
+        (
+            false,
+            "lineage://stats",
+            r#"-32002 "Resource not found: lineage://stats""#,
+        ),
+        (
+            false,
+            "lineage://artefact/a",
+            r#"-32002 "Resource not found: lineage://artefact/a""#,
+        ),
+    ] {
+        let project = Project::with(|b| {
+            b.tool_config(ToolConfig {
+                lineage_enabled,
+                ..ToolConfig::default()
+            })
+        });
+        let reply = project
+            .send(json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri}}))
+            .await;
+        assert_eq!(outcome(reply), expect, "{lineage_enabled} {uri}");
+    }
+}

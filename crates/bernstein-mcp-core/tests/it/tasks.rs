@@ -246,4 +246,12 @@ async fn tasks_list_pages_past_one_hundred_tasks() {
     let unique: std::collections::BTreeSet<String> = seen.iter().cloned().collect();
     assert_eq!(unique.len(), seen.len(), "a task listed twice");
     assert_eq!(unique, created);
+    // A page that ends exactly at the last task has no next page, so it carries no cursor.
+    let cursor =
+        bernstein_protocol::encoding::base64url_nopad(format!("offset={}", total - 100).as_bytes());
+    let last = project
+        .result("tasks/list", json!({"cursor": cursor}))
+        .await;
+    assert_eq!(page(&last), seen[total - 100..], "{last}");
+    assert!(last.get("nextCursor").is_none(), "{last}");
 }
