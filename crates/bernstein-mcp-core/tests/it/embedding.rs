@@ -1,8 +1,9 @@
 //! What a host embedding the dispatcher reads back from it: each accessor agrees with what the
 //! protocol serves, a parsed message is answered like its text, and a host's handler that
-//! panics is answered like any other failure.
+//! panics or never answers is answered like any other failure and leaves its stream.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bernstein_mcp_core::extension::{BoxFuture, Extension, ExtensionAnswer, ExtensionCall};
 use bernstein_mcp_core::{CAPABILITY_URI, Limits, NotificationSink};
@@ -92,5 +93,54 @@ async fn a_handler_that_panics_is_answered_with_its_id_and_leaves_its_stream() {
     );
     assert_eq!(project.scope.in_flight(), 0);
     // The stream serves on.
+    assert_eq!(project.result("ping", json!({})).await, json!({}));
+}
+
+/// An extension whose one tool never answers.
+#[derive(Debug)]
+struct Never;
+
+impl Extension for Never {
+    fn tools(&self) -> Vec<Value> {
+        vec![json!({"name": "never", "inputSchema": {"type": "object"}})]
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        _name: &'a str,
+        _call: ExtensionCall,
+    ) -> BoxFuture<'a, ExtensionAnswer> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn a_call_past_its_hard_timeout_is_answered_and_its_work_stopped() {
+    let project = Project::with(|b| {
+        b.extension(Arc::new(Never)).limits(Limits {
+            call_timeout: Duration::from_millis(50),
+            max_in_flight: 1,
+            ..Limits::default()
+        })
+    });
+    let reply = project
+        .send(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "never"}}),
+        )
+        .await;
+    assert_eq!(
+        reply,
+        json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32603,
+            "message": "request timed out after 0.05 s", "data": {"timeoutSeconds": 0.05}}})
+    );
+    // The stopped work gives back its stream entry and the process's only slot once the
+    // runtime has dropped it, which takes it a turn or two; a call still running never does.
+    for _ in 0..100 {
+        if project.scope.in_flight() == 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(project.scope.in_flight(), 0);
     assert_eq!(project.result("ping", json!({})).await, json!({}));
 }
