@@ -469,6 +469,37 @@ async fn an_extension_is_served_through_the_same_dispatcher() {
     assert_eq!(journal.lines().count(), 1);
     let span = reply["result"]["callId"].as_str().unwrap();
     assert!(journal.contains(span), "{span} not in {journal}");
+    // A negative integer is a progress token too.
+    project
+        .send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "echo_twice", "arguments": {}, "_meta": {"progressToken": -2}}}))
+        .await;
+    let tokens: Vec<Value> = project
+        .notes
+        .take()
+        .into_iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .map(|n| n["params"]["progressToken"].clone())
+        .collect();
+    assert_eq!(tokens, [json!(-2), json!(-2)]);
+    // A host's tool cannot run as a task; a null `task` asks for none.
+    let as_task = project
+        .error(
+            "tools/call",
+            json!({"name": "echo_twice", "arguments": {}, "task": {}}),
+        )
+        .await;
+    assert_eq!(
+        as_task,
+        json!({"code": -32602, "message": "tool echo_twice cannot be called as a task (execution.taskSupport is not optional)"})
+    );
+    let plain = project
+        .result(
+            "tools/call",
+            json!({"name": "echo_twice", "arguments": {"text": "c"}, "task": null}),
+        )
+        .await;
+    assert_eq!(plain["content"][0]["text"], "cc", "{plain}");
 
     let prompt = project
         .result(

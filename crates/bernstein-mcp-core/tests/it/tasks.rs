@@ -157,6 +157,26 @@ async fn progress_ticks_only_with_a_token() {
         notes[0]["params"]["message"],
         "phase=unknown checkpoints=0 diffs=0 gates=0 evidence=0/0"
     );
+    // A token is a string or any integer, a negative one too; a token of another type is no
+    // token at all. Each call asks about a run of its own, whose first report is a tick.
+    for (token, ticks) in [
+        (json!(-7), 1),
+        (json!(7), 1),
+        (json!(1.5), 0),
+        (json!(null), 0),
+    ] {
+        project
+            .result(
+                "tools/call",
+                json!({"name": "bernstein_run_status", "arguments": {"run_id": format!("run-{token}")}, "_meta": {"progressToken": token}}),
+            )
+            .await;
+        let notes = project.notes.take();
+        assert_eq!(notes.len(), ticks, "{token}: {notes:?}");
+        for note in notes {
+            assert_eq!(note["params"]["progressToken"], token);
+        }
+    }
 }
 
 #[tokio::test]
