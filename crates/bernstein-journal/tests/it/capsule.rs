@@ -682,3 +682,355 @@ fn intent_journal_seals_decide_the_journal_identity() {
     );
     assert_eq!(report.findings.len(), 1);
 }
+
+/// A capsule `t-7` of run `task-t-7` naming the intent capsule `intent` (none when empty),
+/// sealed and bound into a journal that opens with `run_started`; returns the project and the
+/// journal head after the two rows.
+fn intent_project(intent: &str) -> (tempfile::TempDir, String) {
+    let project = tempfile::tempdir().unwrap();
+    let mut journal = JournalWriter::open_with_clock(
+        project.path(),
+        "task-t-7",
+        HashProfile::PyJsonV1,
+        stepping_clock(1.0),
+    )
+    .unwrap();
+    journal
+        .append("run_started", &Object::new().with("task_id", "t-7"))
+        .unwrap();
+    let mut capsule = ContextCapsule::new("t-7", "task-t-7");
+    capsule.intent_capsule_hash = intent.to_owned();
+    seal_and_bind(
+        project.path(),
+        &chain_of(project.path()),
+        Some(&mut journal),
+        capsule,
+        &identity(),
+        None,
+    )
+    .unwrap();
+    let head = journal_head(project.path());
+    (project, head)
+}
+
+/// The `event_hash` of the last row of `task-t-7`'s journal.
+fn journal_head(project: &Path) -> String {
+    let rows = load_run_journal(project, "task-t-7").unwrap().rows;
+    let last = rows.last().unwrap().get("event_hash").unwrap();
+    last.as_str().unwrap().to_owned()
+}
+
+/// Appends an `intent.journal_seal` record with `details` (task `t-7`).
+fn append_seal(project: &Path, details: Object) {
+    chain_of(project)
+        .append(&AuditEvent::new(
+            "intent.journal_seal",
+            "x",
+            "r",
+            "t-7",
+            details,
+        ))
+        .unwrap();
+}
+
+/// Seal details for `t-7`, `task-t-7`, intent `sha256:ii`.
+fn seal_details(head: &str, count: i64) -> Object {
+    Object::new()
+        .with("task_id", "t-7")
+        .with("run_id", "task-t-7")
+        .with("capsule_hash", "sha256:ii")
+        .with("journal_head", head)
+        .with("event_count", count)
+}
+
+fn messages(report: &ContextVerifyReport) -> Vec<(CapsuleCheck, String)> {
+    report
+        .findings
+        .iter()
+        .map(|f| (f.check, f.message.clone()))
+        .collect()
+}
+
+#[test]
+fn only_a_seal_of_this_intent_task_and_run_is_the_journals() {
+    // Each seal contradicts the journal (count 9), so it shows whenever it is taken as the
+    // journal's own.
+    let check = |intent: &str, edit: &dyn Fn(Object) -> Object, identity: JournalIdentity| {
+        let (project, head) = intent_project(intent);
+        append_seal(project.path(), edit(seal_details(&head, 9)));
+        let report = verify(project.path(), "t-7");
+        assert_eq!(report.journal_identity, identity, "{report:?}");
+        assert_eq!(report.ok, identity == JournalIdentity::Unverifiable);
+    };
+    let same = |details: Object| details;
+    check("sha256:ii", &same, JournalIdentity::Mismatched);
+    check("", &same, JournalIdentity::Unverifiable);
+    check(
+        "",
+        &|details: Object| details.with("capsule_hash", ""),
+        JournalIdentity::Unverifiable,
+    );
+    for (field, value) in [
+        ("task_id", Value::from("t-8")),
+        ("task_id", Value::from(7)),
+        ("run_id", Value::from("task-t-8")),
+        ("capsule_hash", Value::from("sha256:other")),
+    ] {
+        check(
+            "sha256:ii",
+            &|details: Object| details.with(field, value.clone()),
+            JournalIdentity::Unverifiable,
+        );
+    }
+}
+
+#[test]
+fn a_seal_mismatch_names_every_difference() {
+    use CapsuleCheck::{Journal, JournalRecord};
+    let unrecorded = (
+        JournalRecord,
+        "capsule hash not recorded at any chain position in the run journal (context divergence)"
+            .to_owned(),
+    );
+    // `seal` receives the journal head and returns the seal's head and count; `damage` runs
+    // after sealing; `expect` receives the journal head.
+    let check = |seal: &dyn Fn(&str) -> (String, i64),
+                 damage: &dyn Fn(&Path),
+                 flags: (bool, JournalIdentity),
+                 expect: &dyn Fn(&str) -> Vec<(CapsuleCheck, String)>| {
+        let (project, head) = intent_project("sha256:ii");
+        let (sealed_head, count) = seal(&head);
+        append_seal(project.path(), seal_details(&sealed_head, count));
+        damage(project.path());
+        let report = verify(project.path(), "t-7");
+        let expect = expect(&head);
+        assert_eq!(messages(&report), expect);
+        assert_eq!((report.journal_ok, report.journal_identity), flags);
+        assert_eq!(report.ok, expect.is_empty());
+        assert_eq!(
+            report.reason,
+            expect.first().map(|f| f.1.clone()).unwrap_or_default()
+        );
+    };
+    let intact = |_: &Path| {};
+    let mismatch = |detail: &str| {
+        (
+            Journal,
+            format!("run journal does not match its external seal: {detail}"),
+        )
+    };
+
+    check(
+        &|head| (head.to_owned(), 2),
+        &intact,
+        (true, JournalIdentity::Verified),
+        &|_| vec![],
+    );
+    check(
+        &|head| (head.to_owned(), 3),
+        &intact,
+        (true, JournalIdentity::Mismatched),
+        &|_| vec![mismatch("journal holds 2 events but the seal commits to 3")],
+    );
+    check(
+        &|_| ("abc".to_owned(), 2),
+        &intact,
+        (true, JournalIdentity::Mismatched),
+        &|head| {
+            vec![mismatch(&format!(
+                "journal head {head} does not match sealed head abc"
+            ))]
+        },
+    );
+    check(
+        &|_| (String::new(), 1),
+        &intact,
+        (true, JournalIdentity::Mismatched),
+        &|head| {
+            vec![mismatch(&format!(
+                "journal holds 2 events but the seal commits to 1; journal head {head} does not match sealed head (empty)"
+            ))]
+        },
+    );
+    // A journal whose chain breaks after the seal was taken from it: its verified prefix is
+    // empty, so its head is too.
+    let break_chain = |project: &Path| {
+        let path = project.join(".sdd/runs/task-t-7/journal.jsonl");
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, text.replacen("\"t-7\"", "\"t-8\"", 1)).unwrap();
+    };
+    check(
+        &|head| (head.to_owned(), 2),
+        &break_chain,
+        (false, JournalIdentity::Mismatched),
+        &|head| {
+            vec![
+                (
+                    Journal,
+                    "run journal chain/reader-coverage verification failed (step 0: event_hash mismatch)".to_owned(),
+                ),
+                mismatch(&format!(
+                    "step 0: event_hash mismatch; journal head (empty) does not match sealed head {head}"
+                )),
+            ]
+        },
+    );
+    // A line the reader discards leaves head and count as sealed, and still breaks the match.
+    let discard_line = |project: &Path| {
+        let path = project.join(".sdd/runs/task-t-7/journal.jsonl");
+        let mut text = fs::read_to_string(&path).unwrap();
+        text.push_str("not json\n");
+        fs::write(&path, text).unwrap();
+    };
+    let discarded = "reader discarded unparsable or non-object physical line(s): 2";
+    check(
+        &|head| (head.to_owned(), 2),
+        &discard_line,
+        (false, JournalIdentity::Mismatched),
+        &|_| {
+            vec![
+                (
+                    Journal,
+                    format!("run journal chain/reader-coverage verification failed ({discarded})"),
+                ),
+                mismatch(discarded),
+            ]
+        },
+    );
+    // A sealed journal that is gone.
+    let remove = |project: &Path| {
+        fs::remove_file(project.join(".sdd/runs/task-t-7/journal.jsonl")).unwrap();
+    };
+    check(
+        &|_| (String::new(), 0),
+        &remove,
+        (false, JournalIdentity::Mismatched),
+        &|_| {
+            vec![
+                (
+                    Journal,
+                    "run journal for 'task-t-7' is missing; cannot re-derive at chain position"
+                        .to_owned(),
+                ),
+                mismatch("journal file is missing but an external seal exists"),
+                unrecorded.clone(),
+            ]
+        },
+    );
+}
+
+#[test]
+fn only_a_recorded_row_of_this_task_and_hash_records_the_capsule() {
+    // `row` is appended to a journal from which the sealing row was removed.
+    let check = |row: &dyn Fn(&str) -> (String, Object), recorded: bool| {
+        let project = tempfile::tempdir().unwrap();
+        let capsule = ContextCapsule::new("t-7", "task-t-7");
+        let sealed = seal_and_bind(
+            project.path(),
+            &chain_of(project.path()),
+            None::<&mut JournalWriter>,
+            capsule,
+            &identity(),
+            None,
+        )
+        .unwrap();
+        let (event, payload) = row(&sealed.signed.capsule.capsule_hash());
+        let mut journal = JournalWriter::open_with_clock(
+            project.path(),
+            "task-t-7",
+            HashProfile::PyJsonV1,
+            stepping_clock(1.0),
+        )
+        .unwrap();
+        journal.append(&event, &payload).unwrap();
+        let report = verify(project.path(), "t-7");
+        let expect: Vec<(CapsuleCheck, String)> = if recorded {
+            vec![]
+        } else {
+            vec![(
+                CapsuleCheck::JournalRecord,
+                "capsule hash not recorded at any chain position in the run journal (context divergence)".to_owned(),
+            )]
+        };
+        assert_eq!(messages(&report), expect);
+        assert!(report.journal_ok);
+    };
+    let recorded = |event: &str, task_id: &str, hash: &str| {
+        (
+            event.to_owned(),
+            Object::new()
+                .with("task_id", task_id)
+                .with("capsule_hash", hash),
+        )
+    };
+    check(
+        &|hash| recorded("context.capsule_recorded", "t-7", hash),
+        true,
+    );
+    check(
+        &|hash| recorded("context.capsule_other", "t-7", hash),
+        false,
+    );
+    check(
+        &|hash| recorded("context.capsule_recorded", "t-8", hash),
+        false,
+    );
+    check(
+        &|_| recorded("context.capsule_recorded", "t-7", "sha256:00"),
+        false,
+    );
+}
+
+#[test]
+fn only_a_context_capsule_record_of_this_task_and_hash_anchors_it() {
+    let check = |details: &dyn Fn(&str) -> (String, Object), anchored: bool| {
+        let project = tempfile::tempdir().unwrap();
+        let mut journal = JournalWriter::open_with_clock(
+            project.path(),
+            "task-t-7",
+            HashProfile::PyJsonV1,
+            stepping_clock(1.0),
+        )
+        .unwrap();
+        let signed =
+            SignedContextCapsule::seal(ContextCapsule::new("t-7", "task-t-7"), &identity());
+        write_capsule_record(project.path(), &signed).unwrap();
+        let hash = signed.capsule.capsule_hash();
+        journal
+            .append(
+                "context.capsule_recorded",
+                &Object::new()
+                    .with("task_id", "t-7")
+                    .with("capsule_hash", hash.as_str()),
+            )
+            .unwrap();
+        let (event, details) = details(&hash);
+        chain_of(project.path())
+            .append(&AuditEvent::new(&event, "x", "r", "t-7", details))
+            .unwrap();
+        let report = verify(project.path(), "t-7");
+        let expect: Vec<(CapsuleCheck, String)> = if anchored {
+            vec![]
+        } else {
+            vec![(
+                CapsuleCheck::AuditChain,
+                "capsule hash is not anchored in the audit chain (tampered or never recorded)"
+                    .to_owned(),
+            )]
+        };
+        assert_eq!(messages(&report), expect);
+        assert_eq!(report.ok, anchored);
+    };
+    let record = |event: &str, task_id: &str, hash: &str| {
+        (
+            event.to_owned(),
+            Object::new()
+                .with("task_id", task_id)
+                .with("capsule_hash", hash),
+        )
+    };
+    check(&|hash| record("context.capsule", "t-7", hash), true);
+    check(&|hash| record("context.capsule_other", "t-7", hash), false);
+    check(&|hash| record("context.capsule", "t-8", hash), false);
+    check(&|_| record("context.capsule", "t-7", "sha256:00"), false);
+}
