@@ -112,6 +112,11 @@ async fn stateless_peers_with_the_tasks_extension_get_flat_task_rows() {
         .await;
     assert_eq!(got["resultType"], "complete");
     assert_eq!(got["status"], "working");
+    // Only a completed task carries its result, and only a failed one an error.
+    assert!(
+        got.get("result").is_none() && got.get("error").is_none(),
+        "{got}"
+    );
     let ack = project
         .result(
             "tasks/cancel",
@@ -126,6 +131,10 @@ async fn stateless_peers_with_the_tasks_extension_get_flat_task_rows() {
         )
         .await;
     assert_eq!(got["status"], "cancelled");
+    assert!(
+        got.get("result").is_none() && got.get("error").is_none(),
+        "{got}"
+    );
     // Without the extension the same call is a plain result.
     let plain = project
         .result(
@@ -274,4 +283,25 @@ async fn tasks_list_pages_past_one_hundred_tasks() {
         .await;
     assert_eq!(page(&last), seen[total - 100..], "{last}");
     assert!(last.get("nextCursor").is_none(), "{last}");
+}
+
+/// An answer no anchored call stands behind (a task's result, a call the firewall refused
+/// before anchoring) carries the request's content-derived span id as its call id.
+#[tokio::test]
+async fn an_unanchored_answer_carries_the_requests_span_id() {
+    let project = Project::new();
+    let created = project.call("bernstein_run", json!({"goal": "g"})).await;
+    let task_id = payload(&created)["task_id"].as_str().unwrap().to_owned();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/result", "params": {"taskId": task_id}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+            "params": {"name": "bernstein_run_status", "arguments": {"run_id": 5}}}),
+    ] {
+        let reply = project.send(message.clone()).await;
+        assert_eq!(
+            reply["result"]["structuredContent"]["_meter"]["call_id"],
+            bernstein_mcp_core::ids::request_span_id(&message),
+            "{reply}"
+        );
+    }
 }
