@@ -481,6 +481,67 @@ mod tests {
     }
 
     #[test]
+    fn each_mode_is_named_as_the_configuration_spells_it() {
+        for (mode, name) in [(AuthMode::None, "none"), (AuthMode::Bearer, "bearer")] {
+            assert_eq!(mode.as_str(), name);
+            assert_eq!(AuthMode::parse(name).unwrap(), mode);
+        }
+    }
+
+    #[test]
+    fn lists_are_split_on_commas_trimmed_and_without_empty_entries() {
+        let check =
+            |value: &str, expect: &[&str]| assert_eq!(split_list(value), expect, "{value:?}");
+        check("", &[]);
+        check(" , ,", &[]);
+        check("mcp.read", &["mcp.read"]);
+        check(
+            " a.example , ,b.example:8053,",
+            &["a.example", "b.example:8053"],
+        );
+    }
+
+    #[test]
+    fn the_defaults_and_what_the_accessors_give_back() {
+        let config = HttpConfig::builder(loopback()).build().unwrap();
+        assert_eq!(config.body_limit, 1024 * 1024);
+        assert_eq!(config.shutdown_grace(), Duration::from_secs(10));
+        assert_eq!(config.oauth_issuer(), None);
+        let config = HttpConfig::builder(loopback())
+            .oauth_issuer(Some("https://idp.example.com".to_owned()))
+            .shutdown_grace(Duration::from_millis(1500))
+            .build()
+            .unwrap();
+        assert_eq!(config.oauth_issuer(), Some("https://idp.example.com"));
+        assert_eq!(config.shutdown_grace(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn debug_forms_name_their_fields_and_redact_the_token() {
+        let builder = HttpConfig::builder(loopback())
+            .auth_type("bearer")
+            .bearer_token(Some("secret-of-the-test".to_owned()));
+        assert_eq!(
+            format!("{builder:?}"),
+            "HttpConfigBuilder { bind: 127.0.0.1:8053, auth_type: \"bearer\", \
+             token: Some(\"<redacted>\"), .. }"
+        );
+        let config = builder.build().unwrap();
+        let bearer = config.bearer.as_ref().unwrap();
+        assert_eq!(format!("{bearer:?}"), "BearerCheck(<redacted>)");
+        let shown = format!("{config:?}");
+        assert!(
+            shown.starts_with("HttpConfig { bind: 127.0.0.1:8053, auth: Bearer, "),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("shutdown_grace: 10s, metrics: false"),
+            "{shown}"
+        );
+        assert!(!shown.contains("secret-of-the-test"), "{shown}");
+    }
+
+    #[test]
     fn bearer_needs_a_token_and_anonymous_needs_loopback() {
         let err = HttpConfig::builder(loopback())
             .auth_type("bearer")

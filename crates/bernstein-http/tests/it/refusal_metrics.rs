@@ -14,10 +14,12 @@ use tokio::net::TcpStream;
 
 use crate::support::{Server, read_answer};
 
-/// A recorder that keeps counters by name and labels (this test binary's global recorder).
+/// A recorder that keeps counters by name and labels, and the counters' descriptions by name
+/// (this test binary's global recorder).
 #[derive(Default)]
 struct Counting {
     counters: Mutex<HashMap<String, Arc<Cell>>>,
+    descriptions: Mutex<HashMap<String, String>>,
 }
 
 #[derive(Default)]
@@ -41,7 +43,12 @@ fn label(key: &Key) -> String {
 }
 
 impl Recorder for Counting {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_counter(&self, name: KeyName, _: Option<Unit>, help: SharedString) {
+        self.descriptions
+            .lock()
+            .unwrap()
+            .insert(name.as_str().to_owned(), help.into_owned());
+    }
     fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
     fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
@@ -211,4 +218,28 @@ async fn refused_connections_are_counted_by_reason() {
     // ours.
     assert!(after[0] > before[0], "{before:?} {after:?}");
     assert!(after[1] > before[1], "{before:?} {after:?}");
+}
+
+/// The transport describes both of its counters, so the Prometheus text carries their help lines.
+#[test]
+fn both_counters_are_described() {
+    // The recorder is installed first: descriptions given before there is one are lost.
+    let recorder = recorder();
+    bernstein_http::describe_metrics();
+    let descriptions = recorder.descriptions.lock().unwrap().clone();
+    assert_eq!(
+        descriptions
+            .get("bernstein_mcp_http_connections_refused_total")
+            .map(String::as_str),
+        Some(
+            "HTTP connections answered 503 and closed because every slot was taken, by reason \
+             (waiting_room_full, queue_timeout)."
+        )
+    );
+    assert_eq!(
+        descriptions
+            .get("bernstein_mcp_auth_refusals_total")
+            .map(String::as_str),
+        Some("HTTP requests refused by the auth layer, by reason.")
+    );
 }

@@ -175,3 +175,59 @@ async fn a_cancel_posted_for_the_stream_reaches_its_call() {
     assert!(response["result"].get("isError").is_none());
     server.stop().await;
 }
+
+/// A stream whose client went away is forgotten, so its token no longer routes a POST, and
+/// the calls running on it are cancelled. The server notices at its next write, a keep-alive
+/// here.
+#[tokio::test]
+async fn a_stream_whose_client_left_is_forgotten() {
+    let server = Server::with(|b| b, |c| c.sse_keepalive(Duration::from_millis(50))).await;
+    let (stream, endpoint) = Stream::open(&server, &[]).await;
+    let headers = [("content-type", "application/json")];
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let posted = server
+        .request("POST", &endpoint, &headers, ping.as_bytes())
+        .await;
+    assert_eq!(posted.status, 202);
+    drop(stream);
+    // Bounded: 400 tries 50 ms apart, far past the few keep-alives the server needs.
+    let mut refused = None;
+    for _ in 0..400 {
+        let posted = server
+            .request("POST", &endpoint, &headers, ping.as_bytes())
+            .await;
+        if posted.status != 202 {
+            refused = Some(posted);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let refused = refused.expect("the stream's token still routed POSTs after its client left");
+    assert_eq!(refused.status, 404);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("no open SSE stream with that token"),
+        "{}",
+        refused.body_text()
+    );
+    server.stop().await;
+}
+
+/// Shutdown ends every open stream at once rather than waiting out its grace: the client reads
+/// the stream's end, and the server stops well inside a grace of ten minutes.
+#[tokio::test]
+async fn shutdown_ends_the_open_streams() {
+    let server = Server::with(|b| b, |c| c.shutdown_grace(Duration::from_secs(600))).await;
+    let (mut stream, _) = Stream::open(&server, &[]).await;
+    server.stop().await;
+    let mut rest = Vec::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        stream.socket.read_to_end(&mut rest),
+    )
+    .await
+    .expect("the stream ended at shutdown")
+    .unwrap();
+}
