@@ -610,4 +610,31 @@ mod tests {
         check("a\\b", false);
         check("a\0b", false);
     }
+
+    #[test]
+    fn a_directory_at_the_record_path_is_no_record_and_a_fifo_is_an_error() {
+        let project = tempfile::tempdir().unwrap();
+        // The reference's `is_file()` check: a directory is no record, as a missing file is.
+        let directory = capsule_record_path(project.path(), "t-1").unwrap();
+        std::fs::create_dir_all(&directory).unwrap();
+        assert_eq!(
+            read_capsule_record(project.path(), "t-1").unwrap(),
+            CapsuleRecord::Missing
+        );
+        // A FIFO is refused before it could block, and the refusal is an error, not a miss.
+        let fifo = capsule_record_path(project.path(), "t-2").unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let err = read_capsule_record(project.path(), "t-2").unwrap_err();
+        assert!(
+            matches!(&err, Error::Io { op: "read", path, .. } if *path == fifo),
+            "{err:?}"
+        );
+    }
 }
