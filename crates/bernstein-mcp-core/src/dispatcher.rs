@@ -555,13 +555,13 @@ impl Dispatcher {
     /// message (see [`jsonrpc::read`] for what is refused before dispatch, and
     /// [`Dispatcher::accept`] for the rest).
     pub fn accept_text(&self, text: &str, scope: &CallScope) -> Accepted {
-        self.accept_incoming(jsonrpc::read(text), Some(text.len()), scope)
+        self.accept_incoming(jsonrpc::read(text), scope)
     }
 
     /// [`Dispatcher::accept_text`] for a message given as bytes: bytes that are not UTF-8 are
     /// answered with a parse error, never decoded lossily.
     pub fn accept_bytes(&self, bytes: &[u8], scope: &CallScope) -> Accepted {
-        self.accept_incoming(jsonrpc::read_bytes(bytes), Some(bytes.len()), scope)
+        self.accept_incoming(jsonrpc::read_bytes(bytes), scope)
     }
 
     /// The synchronous first half of [`Dispatcher::handle`]: classifies the message, acts on
@@ -577,26 +577,19 @@ impl Dispatcher {
     ///
     /// A parsed value cannot show repeated keys any more; transports accept text or bytes.
     pub fn accept(&self, message: JsonValue, scope: &CallScope) -> Accepted {
-        self.accept_incoming(jsonrpc::classify(message), None, scope)
+        self.accept_incoming(jsonrpc::classify(message), scope)
     }
 
-    /// Accepts a classified message. `text_len` is the size of the framed message, when known:
-    /// a message no longer than the params limit needs no measuring.
-    fn accept_incoming(
-        &self,
-        incoming: Incoming,
-        text_len: Option<usize>,
-        scope: &CallScope,
-    ) -> Accepted {
+    /// Accepts a classified message. Params are always measured, however short the framed
+    /// message was: the limit is on their compact form, which can be the longer one (a number
+    /// written `1e9` on the line is `1000000000.0` compacted).
+    fn accept_incoming(&self, incoming: Incoming, scope: &CallScope) -> Accepted {
         let limits = &self.shared.limits;
         let work = match incoming {
             Incoming::Request { id, method, params } => {
-                let oversized = params.as_ref().and_then(|params| {
-                    let measure = text_len.is_none_or(|len| len > limits.max_params_bytes);
-                    measure
-                        .then(|| compact_len_over(params, limits.max_params_bytes))
-                        .flatten()
-                });
+                let oversized = params
+                    .as_ref()
+                    .and_then(|params| compact_len_over(params, limits.max_params_bytes));
                 if let Some(size) = oversized {
                     let error = RpcError::invalid_params(format!(
                         "params exceed {} bytes (got at least {size})",
@@ -1490,6 +1483,18 @@ impl Dispatcher {
                 if !view.task.status.is_terminal() {
                     return Err(RpcError::invalid_params(format!(
                         "task {task_id} cannot be cancelled in status {reported_status:?}"
+                    )));
+                }
+                // MCP 2025-11-25 has receivers reject the cancel of a task already in a
+                // terminal status with -32602; the 2026-07-28 tasks extension acknowledges it,
+                // as rmcp's task manager does.
+                if request.era == Era::Legacy {
+                    let status = serde_json::to_value(view.task.status)
+                        .ok()
+                        .and_then(|status| status.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    return Err(RpcError::invalid_params(format!(
+                        "task {task_id} is already in the terminal status {status}"
                     )));
                 }
             }

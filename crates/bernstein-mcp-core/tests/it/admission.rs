@@ -102,6 +102,33 @@ async fn a_framed_message_longer_than_the_limit_has_its_params_measured() {
     );
 }
 
+/// The limit is on the params' compact form, and a number can be longer there than on the
+/// line: `1e9` is written back as `1000000000.0`. A line within the limit whose params are
+/// past it once compacted is refused as the same message parsed beforehand is.
+#[tokio::test]
+async fn params_that_compact_longer_than_their_line_are_measured() {
+    let project = project(Limits {
+        max_params_bytes: 100,
+        ..Limits::default()
+    });
+    // Ten times `1e9`: a line of 97 bytes whose params take 137 in compact form.
+    let text = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{{\"a\":[{}]}}}}",
+        ["1e9"; 10].join(",")
+    );
+    assert_eq!(text.len(), 97);
+    let refused = r#"1 -32602 "params exceed 100 bytes (got at least 109)" {"maxParamsBytes":100}"#;
+    let accepted = project.dispatcher.accept_text(&text, &CallScope::new());
+    assert_eq!(refusal(accepted).await, refused, "{text}");
+    let accepted = project
+        .dispatcher
+        .accept_bytes(text.as_bytes(), &CallScope::new());
+    assert_eq!(refusal(accepted).await, refused, "{text}");
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    let accepted = project.dispatcher.accept(parsed, &CallScope::new());
+    assert_eq!(refusal(accepted).await, refused, "{text}");
+}
+
 #[tokio::test]
 async fn a_reused_id_and_a_full_stream_or_process_are_refused_before_running() {
     let project = project(Limits {

@@ -66,6 +66,15 @@ async fn a_plain_run_is_a_call_result_and_a_task_augmented_run_is_a_task() {
         .result("tasks/get", json!({"taskId": task_id}))
         .await;
     assert_eq!(got["status"], "cancelled");
+    // 2025-11-25: a task already in a terminal status cannot be cancelled again (-32602).
+    let again = project
+        .error("tasks/cancel", json!({"taskId": task_id}))
+        .await;
+    assert_eq!(again["code"], -32602, "{again}");
+    assert_eq!(
+        again["message"],
+        format!("task {task_id} is already in the terminal status cancelled"),
+    );
     let settled = project
         .result("tasks/result", json!({"taskId": task_id}))
         .await;
@@ -135,6 +144,14 @@ async fn stateless_peers_with_the_tasks_extension_get_flat_task_rows() {
         got.get("result").is_none() && got.get("error").is_none(),
         "{got}"
     );
+    // The extension acknowledges a cancel of a settled task, as rmcp's task manager does.
+    let ack = project
+        .result(
+            "tasks/cancel",
+            json!({"taskId": task_id, "_meta": meta_2026(true)}),
+        )
+        .await;
+    assert_eq!(ack["resultType"], "complete", "{ack}");
     // Without the extension the same call is a plain result.
     let plain = project
         .result(
