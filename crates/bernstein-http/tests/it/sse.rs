@@ -231,3 +231,57 @@ async fn shutdown_ends_the_open_streams() {
     .expect("the stream ended at shutdown")
     .unwrap();
 }
+
+/// A call with a progress token sends its progress on the stream, without an `id:` line,
+/// before its answer.
+#[tokio::test]
+async fn progress_reaches_the_stream_before_the_answer() {
+    let server = Server::start().await;
+    let (mut stream, endpoint) = Stream::open(&server, &[]).await;
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "bernstein_run_status", "arguments": {"run_id": "run-b"},
+        "_meta": {"progressToken": "pt-sse"}}});
+    let posted = server
+        .request(
+            "POST",
+            &endpoint,
+            &[("content-type", "application/json")],
+            call.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(posted.status, 202);
+    let (event, id, data) = stream.next_event().await;
+    assert_eq!((event.as_str(), id), ("message", None));
+    let progress: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(progress["method"], "notifications/progress", "{progress}");
+    assert_eq!(progress["params"]["progressToken"], "pt-sse");
+    let (_, id, data) = stream.next_event().await;
+    assert_eq!(id.as_deref(), posted.header("x-bernstein-span-id"));
+    let response: Value = serde_json::from_str(&data).unwrap();
+    assert_eq!(response["id"], 3, "{response}");
+    server.stop().await;
+}
+
+/// The first keep-alive comes one interval after the stream opened, not at once: with an
+/// interval of ten minutes, nothing but the answer follows the endpoint event.
+#[tokio::test]
+async fn the_first_keepalive_waits_its_interval() {
+    let server = Server::with(|b| b, |c| c.sse_keepalive(Duration::from_secs(600))).await;
+    let (mut stream, endpoint) = Stream::open(&server, &[]).await;
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
+    let posted = server
+        .request(
+            "POST",
+            &endpoint,
+            &[("content-type", "application/json")],
+            ping.as_bytes(),
+        )
+        .await;
+    assert_eq!(posted.status, 202);
+    let before_the_answer = stream.until("\"id\":9").await;
+    assert!(
+        !before_the_answer.contains("keepalive"),
+        "{before_the_answer:?}"
+    );
+    server.stop().await;
+}
