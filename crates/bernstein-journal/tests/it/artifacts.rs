@@ -998,7 +998,7 @@ fn a_journal_moved_under_another_task_name_fails_the_project_check() {
 
 /// What a post killed after its spine append and before its journal row leaves behind: the
 /// spine entry for `artifact:<key>:v<version>`, without the journal row.
-fn orphan_spine_entry(project: &Path, run_id: &str, key: &str, version: i64) {
+pub(crate) fn orphan_spine_entry(project: &Path, run_id: &str, key: &str, version: i64) {
     let spine = LineageSpine::open(project, run_id, &audit_key()).unwrap();
     let content = ArtifactContent::report("lost").unwrap().canonical_bytes();
     spine

@@ -15,6 +15,7 @@ use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{HashProfile, JournalWriter};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 
+use crate::artifacts::orphan_spine_entry;
 use crate::support::vector;
 
 fn audit_key() -> AuditKey {
@@ -221,24 +222,6 @@ fn a_task_with_one_failing_row_does_not_verify() {
     assert_eq!(report.results.iter().filter(|r| !r.ok).count(), 1);
     assert!(report.spine_findings.is_empty());
     assert!(!report.ok());
-}
-
-/// What a post killed after its spine append and before its journal row leaves behind: the
-/// spine entry for `artifact:<key>:v<version>`, without the journal row.
-fn orphan_spine_entry(project: &Path, run_id: &str, key: &str, version: i64) {
-    let spine = LineageSpine::open(project, run_id, &audit_key()).unwrap();
-    let content = report("lost").canonical_bytes();
-    spine
-        .append(&NewSpineEntry {
-            artifact_path: &format!("run-artifacts/{run_id}/{key}/v{version}"),
-            content: &content,
-            actor: "worker-a",
-            step_id: &format!("artifact:{key}:v{version}"),
-            model: "",
-            timestamp: 1_780_000_701,
-            trace: &TraceContext::default(),
-        })
-        .unwrap();
 }
 
 #[test]

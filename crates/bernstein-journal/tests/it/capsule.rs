@@ -590,38 +590,7 @@ fn mock_capsules_are_never_ok() {
 /// (`journal_head`, `event_count`) as `intent.journal_seal` records. Reasons were taken from
 /// the reference's `verify_context_capsule` on the same layout.
 fn sealed_intent_project(seals: &[(Option<&str>, Value)]) -> ContextVerifyReport {
-    let project = tempfile::tempdir().unwrap();
-    let chain = chain_of(project.path());
-    let mut journal = JournalWriter::open_with_clock(
-        project.path(),
-        "task-t-7",
-        HashProfile::PyJsonV1,
-        stepping_clock(1.0),
-    )
-    .unwrap();
-    journal
-        .append("run_started", &Object::new().with("task_id", "t-7"))
-        .unwrap();
-    let mut capsule = ContextCapsule::new("t-7", "task-t-7");
-    capsule.intent_capsule_hash = "sha256:ii".to_owned();
-    seal_and_bind(
-        project.path(),
-        &chain,
-        Some(&mut journal),
-        capsule,
-        &identity(),
-        None,
-    )
-    .unwrap();
-    let rows = load_run_journal(project.path(), "task-t-7").unwrap().rows;
-    let head = rows
-        .last()
-        .unwrap()
-        .get("event_hash")
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (project, head) = intent_project("sha256:ii");
     for (stated_head, count) in seals {
         let details = Object::new()
             .with("task_id", "t-7")
@@ -629,15 +598,7 @@ fn sealed_intent_project(seals: &[(Option<&str>, Value)]) -> ContextVerifyReport
             .with("capsule_hash", "sha256:ii")
             .with("journal_head", stated_head.unwrap_or(&head))
             .with("event_count", count.clone());
-        chain
-            .append(&AuditEvent::new(
-                "intent.journal_seal",
-                "x",
-                "r",
-                "t-7",
-                details,
-            ))
-            .unwrap();
+        append_seal(project.path(), details);
     }
     let report = verify(project.path(), "t-7");
     drop(project);
