@@ -466,6 +466,14 @@ fn every_finding_reference_problem_is_named() {
         .as_bytes(),
         &[],
     );
+    let not_positive = format!(
+        "referenced finding version must be a positive integer {}",
+        at(9)
+    );
+    let mismatch = format!(
+        "referenced finding 't-9':'f1' receipt hash {f1v2} does not match report's recorded finding_hash {f1v1} {}",
+        at(9)
+    );
     check(
         cite(
             &[
@@ -482,39 +490,14 @@ fn every_finding_reference_problem_is_named() {
         )
         .as_bytes(),
         &[
-            format!(
-                "referenced finding version must be a positive integer {}",
-                at(9)
-            ),
-            format!(
-                "referenced finding version must be a positive integer {}",
-                at(9)
-            ),
-            format!(
-                "referenced finding version must be a positive integer {}",
-                at(9)
-            ),
-            format!(
-                "referenced finding version must be a positive integer {}",
-                at(9)
-            ),
-            format!(
-                "referenced finding version must be a positive integer {}",
-                at(9)
-            ),
-            format!(
+            vec![not_positive; 5],
+            vec![format!(
                 "referenced finding 't-9':'f1' version 3 not found {}",
                 at(9)
-            ),
-            format!(
-                "referenced finding 't-9':'f1' receipt hash {f1v2} does not match report's recorded finding_hash {f1v1} {}",
-                at(9)
-            ),
-            format!(
-                "referenced finding 't-9':'f1' receipt hash {f1v2} does not match report's recorded finding_hash {f1v1} {}",
-                at(9)
-            ),
-        ],
+            )],
+            vec![mismatch; 2],
+        ]
+        .concat(),
     );
     // The recorded hash, then the stored receipt.
     check(
