@@ -466,9 +466,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn repeated_keys_are_found_at_any_depth_and_answered_by_place() {
-        let refusal = |text: &str| match read(text) {
+    /// How `read` answers `text`: the refusal's id, code and message, or what it accepted.
+    fn refusal(text: &str) -> String {
+        match read(text) {
             Incoming::Invalid { id, error } => format!(
                 "{} {} {}",
                 id.map_or("-".to_owned(), |i| i.to_string()),
@@ -476,7 +476,11 @@ mod tests {
                 error.message
             ),
             other => format!("accepted: {other:?}"),
-        };
+        }
+    }
+
+    #[test]
+    fn repeated_keys_are_found_at_any_depth_and_answered_by_place() {
         assert_eq!(
             repeated_key(r#"{"a":1,"b":{"c":[{"d":1,"d":2}]}}"#).unwrap(),
             ["b", "c", "0", "d"]
@@ -527,18 +531,7 @@ mod tests {
             r#"[{"k":1},[],{"k":1},{"x":[0,0,{"y":1,"y":1}]}]"#,
             &["3", "x", "2", "y"],
         );
-        let check = |text: &str, expect: &str| {
-            let got = match read(text) {
-                Incoming::Invalid { id, error } => format!(
-                    "{} {} {}",
-                    id.map_or("-".to_owned(), |i| i.to_string()),
-                    error.code,
-                    error.message
-                ),
-                other => format!("accepted: {other:?}"),
-            };
-            assert_eq!(got, expect, "{text}");
-        };
+        let check = |text: &str, expect: &str| assert_eq!(refusal(text), expect, "{text}");
         // Only a repeated `id` costs the message its id; another repeated top-level key keeps it.
         check(
             r#"{"jsonrpc":"2.0","id":7,"method":"ping","method":"ping"}"#,
