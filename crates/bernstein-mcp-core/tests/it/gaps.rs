@@ -566,6 +566,14 @@ fn an_extension_cannot_shadow_a_built_in() {
                 .to_owned()
         )
     );
+    // A deprecated alias is callable though not listed, so it is a built-in name too.
+    assert_eq!(
+        build(Shadowing("bernstein_health", "fixture://x")),
+        Err(
+            "extension refused: the extension tool \"bernstein_health\" shadows a built-in one"
+                .to_owned()
+        )
+    );
     assert_eq!(
         build(Shadowing("mine", CAPABILITY_URI)),
         Err("extension refused: the extension resource \"bernstein://capability\" shadows a built-in one".to_owned())

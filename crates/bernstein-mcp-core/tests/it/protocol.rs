@@ -145,6 +145,16 @@ async fn capability_card_reflects_the_configuration() {
     );
     assert_eq!(card["costMeter"]["enabled"], false);
     assert_eq!(card["specRevision"], "2026-07-28");
+
+    // The orchestration prompt names `bernstein_post_message` only where it is served.
+    let text = orchestration_text(&core).await;
+    assert!(!text.contains("bernstein_post_message"), "{text}");
+    assert!(text.contains("tell the user the task id"), "{text}");
+    let text = orchestration_text(&Project::new()).await;
+    assert!(
+        text.contains("record it on the task with `bernstein_post_message`"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -394,4 +404,18 @@ async fn lineage_resources_are_read_only_when_enabled_and_named() {
             .await;
         assert_eq!(outcome(reply), expect, "{lineage_enabled} {uri}");
     }
+}
+
+/// The text of the `orchestrate_goal` prompt for the goal "ship it".
+async fn orchestration_text(project: &Project) -> String {
+    let prompt = project
+        .result(
+            "prompts/get",
+            json!({"name": "orchestrate_goal", "arguments": {"goal": "ship it"}}),
+        )
+        .await;
+    prompt["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
