@@ -64,7 +64,11 @@ fn audit_time(micros: i64) -> Timestamp {
     Timestamp::from_unix_micros(1_783_933_200_000_000 + micros).unwrap()
 }
 
-fn request<'a>(task_id: &'a str, key: &'a str, content: &'a ArtifactContent) -> PostRequest<'a> {
+pub(crate) fn request<'a>(
+    task_id: &'a str,
+    key: &'a str,
+    content: &'a ArtifactContent,
+) -> PostRequest<'a> {
     PostRequest {
         task_id,
         key,

@@ -6,16 +6,16 @@ use std::fs;
 use std::path::Path;
 
 use bernstein_journal::artifacts::{
-    ArtifactContent, ArtifactRecord, BlobStore, LineageSpine, NewSpineEntry, PostRequest,
-    PostedArtifact, TraceContext, content_address, latest_versions, post_run_artifact_with_clock,
+    ArtifactContent, ArtifactRecord, BlobStore, LineageSpine, NewSpineEntry, PostedArtifact,
+    TraceContext, content_address, latest_versions, post_run_artifact_with_clock,
     read_artifact_rows, spine_findings, verify_all_run_artifacts, verify_run_artifacts,
 };
-use bernstein_journal::audit::{AuditChain, Timestamp};
+use bernstein_journal::audit::AuditChain;
 use bernstein_journal::key::AuditKey;
 use bernstein_journal::run_journal::{HashProfile, JournalWriter};
 use bernstein_protocol::pyjson::{Dialect, Object, Value};
 
-use crate::artifacts::orphan_spine_entry;
+use crate::artifacts::{orphan_spine_entry, request};
 use crate::support::vector;
 
 fn audit_key() -> AuditKey {
@@ -26,16 +26,7 @@ fn audit_key() -> AuditKey {
 /// Posts `content` as `task_id`/`key` into `project`, with frozen clocks.
 fn post(project: &Path, task_id: &str, key: &str, content: &ArtifactContent) -> PostedArtifact {
     let chain = AuditChain::open(project.join(".sdd/audit"), audit_key());
-    let request = PostRequest {
-        task_id,
-        key,
-        content,
-        holder: Some("worker-a"),
-        poster: "worker-a",
-        trace: TraceContext::default(),
-        spine_timestamp: Some(1_780_000_700),
-        audit_timestamp: Some(Timestamp::from_unix_micros(1_783_933_200_000_000).unwrap()),
-    };
+    let request = request(task_id, key, content);
     post_run_artifact_with_clock(project, &chain, &request, || 1_780_000_000.0).unwrap()
 }
 

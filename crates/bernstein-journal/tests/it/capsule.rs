@@ -644,18 +644,23 @@ fn intent_journal_seals_decide_the_journal_identity() {
     assert_eq!(report.findings.len(), 1);
 }
 
+/// The journal of run `task-t-7` in `project`, on a clock that steps one second a row.
+fn t7_journal(project: &Path) -> JournalWriter<impl bernstein_journal::run_journal::Clock + use<>> {
+    JournalWriter::open_with_clock(
+        project,
+        "task-t-7",
+        HashProfile::PyJsonV1,
+        stepping_clock(1.0),
+    )
+    .unwrap()
+}
+
 /// A capsule `t-7` of run `task-t-7` naming the intent capsule `intent` (none when empty),
 /// sealed and bound into a journal that opens with `run_started`; returns the project and the
 /// journal head after the two rows.
 fn intent_project(intent: &str) -> (tempfile::TempDir, String) {
     let project = tempfile::tempdir().unwrap();
-    let mut journal = JournalWriter::open_with_clock(
-        project.path(),
-        "task-t-7",
-        HashProfile::PyJsonV1,
-        stepping_clock(1.0),
-    )
-    .unwrap();
+    let mut journal = t7_journal(project.path());
     journal
         .append("run_started", &Object::new().with("task_id", "t-7"))
         .unwrap();
@@ -896,13 +901,7 @@ fn only_a_recorded_row_of_this_task_and_hash_records_the_capsule() {
         )
         .unwrap();
         let (event, payload) = row(&sealed.signed.capsule.capsule_hash());
-        let mut journal = JournalWriter::open_with_clock(
-            project.path(),
-            "task-t-7",
-            HashProfile::PyJsonV1,
-            stepping_clock(1.0),
-        )
-        .unwrap();
+        let mut journal = t7_journal(project.path());
         journal.append(&event, &payload).unwrap();
         let report = verify(project.path(), "t-7");
         let expect: Vec<(CapsuleCheck, String)> = if recorded {
@@ -946,13 +945,7 @@ fn only_a_recorded_row_of_this_task_and_hash_records_the_capsule() {
 fn only_a_context_capsule_record_of_this_task_and_hash_anchors_it() {
     let check = |details: &dyn Fn(&str) -> (String, Object), anchored: bool| {
         let project = tempfile::tempdir().unwrap();
-        let mut journal = JournalWriter::open_with_clock(
-            project.path(),
-            "task-t-7",
-            HashProfile::PyJsonV1,
-            stepping_clock(1.0),
-        )
-        .unwrap();
+        let mut journal = t7_journal(project.path());
         let signed =
             SignedContextCapsule::seal(ContextCapsule::new("t-7", "task-t-7"), &identity());
         write_capsule_record(project.path(), &signed).unwrap();
