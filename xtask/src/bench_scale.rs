@@ -25,14 +25,19 @@
 //! At each size (and on a fresh project): the cold start (median of three fresh processes, from
 //! spawning to the `initialize` answer), then, with one process and then with two processes
 //! started on the same workdir and called alternately, series of `bernstein_status`,
-//! `bernstein_run_status` (on a run whose journal holds three rows), `bernstein_run`, and
-//! `bernstein_claim` each followed by the `bernstein_complete` of the claimed task. Every series
+//! `bernstein_run_status` (on a run whose journal holds three rows), `bernstein_run`,
+//! `bernstein_claim`, and `bernstein_complete` of the tasks those claims took. Every series
 //! is bounded in count (`--calls`) and in time (`--seconds`), whichever ends first. The RSS is
 //! `VmRSS` of the one-process server right after its series (the figure the target is read
 //! from), its peak (`VmHWM`), and `VmRSS` again after [`RSS_SETTLE`] without a call: the
 //! allocator gives back what a claim needed for a moment about a second after it was freed.
+//!
+//! Last, the pause probe times one append and fdatasync after a pause without I/O as long as
+//! the largest project's claim, and one right after it: what a completion timed just after
+//! such a claim would pay the disk, which is why completions are a series of their own.
 
 use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -268,7 +273,13 @@ fn run_in(scratch: &Path, binary: &Path, options: &Options) -> anyhow::Result<()
         // The projects are large; only one is kept at a time.
         std::fs::remove_dir_all(&project)?;
     }
-    let report = render_report(&results, options);
+    let pause = pause_of(&results);
+    eprintln!(
+        "bench scale: the disk after a pause of {:.0} ms",
+        pause.as_secs_f64() * 1e3
+    );
+    let probe = measure_pause(scratch, pause)?;
+    let report = render_report(&results, &probe, options);
     println!("{report}");
     if options.write_docs {
         // The worst case (every task open) and the lived-in project (`--open N`) keep their
@@ -333,6 +344,63 @@ fn fill_in_batches(
 /// by the kernel while the servers run, they queue in front of every measured fsync and make
 /// a large project's calls look slower than a fresh one's (the fresh project, measured first,
 /// finds a quiet disk).
+/// Rounds of the pause probe.
+const PAUSE_ROUNDS: usize = 5;
+/// The pause probe's pause at most, so that it stays bounded whatever a claim took.
+const PAUSE_AT_MOST: Duration = Duration::from_secs(2);
+
+/// One append and fdatasync after a pause without I/O, and one right after it.
+#[derive(Debug, Clone)]
+struct PauseProbe {
+    pause: Duration,
+    after_pause: Vec<Duration>,
+    back_to_back: Vec<Duration>,
+}
+
+/// The pause the probe waits: the one-process claim's p50 at the largest size, the time a
+/// claim there leaves the disk without a write before the completion that follows it.
+fn pause_of(results: &[SizeResult]) -> Duration {
+    let claim = TOOLS
+        .iter()
+        .position(|tool| *tool == "bernstein_claim")
+        .unwrap_or(0);
+    let p50 = results
+        .last()
+        .and_then(|largest| largest.one.get(claim))
+        .map_or(0.0, |timing| timing.percentile_ms(50));
+    Duration::from_secs_f64(p50 / 1e3).min(PAUSE_AT_MOST)
+}
+
+/// Times [`PAUSE_ROUNDS`] pairs of 300-byte appends with fdatasync in the scratch directory:
+/// the first after `pause` without I/O, the second at once after it.
+fn measure_pause(dir: &Path, pause: Duration) -> anyhow::Result<PauseProbe> {
+    let path = dir.join("pause-probe.jsonl");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let mut line = [b'x'; 300];
+    line[299] = b'\n';
+    let mut sync = || -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        file.write_all(&line)?;
+        file.sync_data()?;
+        Ok(started.elapsed())
+    };
+    let mut probe = PauseProbe {
+        pause,
+        after_pause: Vec::with_capacity(PAUSE_ROUNDS),
+        back_to_back: Vec::with_capacity(PAUSE_ROUNDS),
+    };
+    for _ in 0..PAUSE_ROUNDS {
+        std::thread::sleep(pause);
+        probe.after_pause.push(sync()?);
+        probe.back_to_back.push(sync()?);
+    }
+    std::fs::remove_file(&path)?;
+    Ok(probe)
+}
+
 fn settle_disk(path: &Path) -> anyhow::Result<()> {
     let dir = std::fs::File::open(path)?;
     rustix::fs::syncfs(&dir).with_context(|| format!("syncfs {}", path.display()))?;
@@ -549,16 +617,19 @@ fn measure_tools(
                 .with_context(|| format!("{tool} at call {}", call_count(timing)))?;
         }
     }
-    // A claim, then the completion of what it claimed; the bernstein_run series above made sure
-    // a fresh project has open tasks to claim.
+    // Claims, then the completions of what they claimed, each a series of its own like every
+    // other tool's; the bernstein_run series above made sure a fresh project has open tasks to
+    // claim. A completion right after each claim would time the disk as much as the call: a
+    // claim on 100,000 open rows computes for about a second without touching the disk, and
+    // the first fdatasync after such a pause costs several times one made back to back (the
+    // report's pause probe measures it), a wait the fresh project's 3 ms claims never cause.
     let started = Instant::now();
-    let mut turn = 0;
+    let mut claimed = Vec::new();
     while timings[index("bernstein_claim")].latencies.len() < options.calls
         && started.elapsed() < budget
     {
-        let server = &mut servers[turn % servers.len()];
-        turn += 1;
-        let (answer, claimed) =
+        let server = &mut servers[claimed.len() % servers.len()];
+        let (answer, latency) =
             server.call_tool_timed("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
         let receipt = unwrap_result(tool_payload(&answer)?)?;
         if receipt.get("granted").and_then(Value::as_bool) != Some(true) {
@@ -567,13 +638,18 @@ fn measure_tools(
             );
             break;
         }
-        timings[index("bernstein_claim")].latencies.push(claimed);
-        let task_id = receipt
-            .get("taskId")
-            .and_then(Value::as_str)
-            .with_context(|| format!("a granted claim without taskId: {receipt}"))?
-            .to_owned();
-        let server = &mut servers[turn % servers.len()];
+        timings[index("bernstein_claim")].latencies.push(latency);
+        claimed.push(
+            receipt
+                .get("taskId")
+                .and_then(Value::as_str)
+                .with_context(|| format!("a granted claim without taskId: {receipt}"))?
+                .to_owned(),
+        );
+    }
+    // With two processes, each task is completed by the process that did not claim it.
+    for (turn, task_id) in claimed.iter().enumerate() {
+        let server = &mut servers[(turn + 1) % servers.len()];
         let (answer, completed) = server.call_tool_timed(
             "bernstein_complete",
             json!({"task_id": task_id, "result_summary": "scale benchmark"}),
@@ -619,7 +695,7 @@ fn size_label(tasks: usize) -> String {
     }
 }
 
-fn render_report(results: &[SizeResult], options: &Options) -> String {
+fn render_report(results: &[SizeResult], probe: &PauseProbe, options: &Options) -> String {
     let mut out = format!(
         "\nscale: stdio, embedded store, anchoring on; at most {} calls or {} s per series\n\n",
         options.calls, options.seconds
@@ -726,6 +802,14 @@ fn render_report(results: &[SizeResult], options: &Options) -> String {
             "(ours/baseline: the baseline's p50 over ours; above 1 means ours is faster)\n",
         );
     }
+    out.push_str(&format!(
+        "\nthe disk after a pause (claims and completions are timed as separate series): one \
+         append and fdatasync p50 {:.3} ms after {:.0} ms without I/O (the largest project's \
+         claim p50), {:.3} ms right after it ({PAUSE_ROUNDS} rounds)\n",
+        percentile_ms(&probe.after_pause, 50),
+        probe.pause.as_secs_f64() * 1e3,
+        percentile_ms(&probe.back_to_back, 50),
+    ));
     if let (Some(fresh), Some(largest)) = (fresh, results.last())
         && largest.tasks > 0
     {
