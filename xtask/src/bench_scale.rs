@@ -26,7 +26,8 @@
 //! spawning to the `initialize` answer), then, with one process and then with two processes
 //! started on the same workdir and called alternately, series of `bernstein_status`,
 //! `bernstein_run_status` (on a run whose journal holds three rows), `bernstein_run`,
-//! `bernstein_claim`, and `bernstein_complete` of the tasks those claims took. Every series
+//! `bernstein_claim`, and `bernstein_complete` of tasks the bench claimed for it through the
+//! store ([`claimed_for_completion`]). Every series
 //! is bounded in count (`--calls`) and in time (`--seconds`), whichever ends first. The RSS is
 //! `VmRSS` of the one-process server right after its series (the figure the target is read
 //! from), its peak (`VmHWM`), and `VmRSS` again after [`RSS_SETTLE`] without a call: the
@@ -34,7 +35,7 @@
 //!
 //! Last, the pause probe times one append and fdatasync after a pause without I/O as long as
 //! the largest project's claim, and one right after it: what a completion timed just after
-//! such a claim would pay the disk, which is why completions are a series of their own.
+//! such a claim would pay the disk, one reason the completions are a series of their own.
 
 use std::fs::File;
 use std::io::Write;
@@ -46,8 +47,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use bernstein_journal::key::AuditKey;
 use bernstein_mcp_core::{Anchor, DEFAULT_ANCHOR_RUN_ID};
-use bernstein_tasks::NewTask;
+use bernstein_tasks::backend::ClaimRequest;
 use bernstein_tasks::embedded::EmbeddedStore;
+use bernstein_tasks::{NewTask, TaskId};
 use serde_json::{Value, json};
 
 use crate::bench_doc::{self, Chart, Series};
@@ -339,11 +341,6 @@ fn fill_in_batches(
     Ok(())
 }
 
-/// Writes back everything dirty on the filesystem holding `path` before a series is timed.
-/// The copy of a large project leaves hundreds of megabytes in the page cache; written back
-/// by the kernel while the servers run, they queue in front of every measured fsync and make
-/// a large project's calls look slower than a fresh one's (the fresh project, measured first,
-/// finds a quiet disk).
 /// Rounds of the pause probe.
 const PAUSE_ROUNDS: usize = 5;
 /// The pause probe's pause at most, so that it stays bounded whatever a claim took.
@@ -401,6 +398,11 @@ fn measure_pause(dir: &Path, pause: Duration) -> anyhow::Result<PauseProbe> {
     Ok(probe)
 }
 
+/// Writes back everything dirty on the filesystem holding `path` before a series is timed.
+/// The copy of a large project leaves hundreds of megabytes in the page cache; written back
+/// by the kernel while the servers run, they queue in front of every measured fsync and make
+/// a large project's calls look slower than a fresh one's (the fresh project, measured first,
+/// finds a quiet disk).
 fn settle_disk(path: &Path) -> anyhow::Result<()> {
     let dir = std::fs::File::open(path)?;
     rustix::fs::syncfs(&dir).with_context(|| format!("syncfs {}", path.display()))?;
@@ -476,7 +478,7 @@ fn measure_size(
     };
     eprintln!("bench scale: {label}: one process");
     let mut one = server.start()?;
-    let one_timings = measure_tools(&mut [&mut one], &run_id, options)?;
+    let one_timings = measure_tools(server, &mut [&mut one], &run_id, options)?;
     let rss_kib = one.rss_kib().context("no VmRSS for the server")?;
     let peak_rss_kib = one.peak_rss_kib().context("no VmHWM for the server")?;
     std::thread::sleep(RSS_SETTLE);
@@ -492,7 +494,7 @@ fn measure_size(
     eprintln!("bench scale: {label}: two processes alternating");
     let mut first = server.start()?;
     let mut second = server.start()?;
-    let two_timings = measure_tools(&mut [&mut first, &mut second], &run_id, options)?;
+    let two_timings = measure_tools(server, &mut [&mut first, &mut second], &run_id, options)?;
     first.finish()?;
     second.finish()?;
     Ok(SizeResult {
@@ -590,6 +592,7 @@ fn measure_side_by_side(
 
 /// Times every tool of [`TOOLS`], calling the servers in turn.
 fn measure_tools(
+    server: &Server<'_>,
     servers: &mut [&mut StdioServer],
     run_id: &str,
     options: &Options,
@@ -617,18 +620,14 @@ fn measure_tools(
                 .with_context(|| format!("{tool} at call {}", call_count(timing)))?;
         }
     }
-    // Claims, then the completions of what they claimed, each a series of its own like every
-    // other tool's; the bernstein_run series above made sure a fresh project has open tasks to
-    // claim. A completion right after each claim would time the disk as much as the call: a
-    // claim on 100,000 open rows computes for about a second without touching the disk, and
-    // the first fdatasync after such a pause costs several times one made back to back (the
-    // report's pause probe measures it), a wait the fresh project's 3 ms claims never cause.
+    // The claims, a series of their own; the bernstein_run series above made sure a fresh
+    // project has open tasks to claim.
     let started = Instant::now();
-    let mut claimed = Vec::new();
     while timings[index("bernstein_claim")].latencies.len() < options.calls
         && started.elapsed() < budget
     {
-        let server = &mut servers[claimed.len() % servers.len()];
+        let turn = timings[index("bernstein_claim")].latencies.len();
+        let server = &mut servers[turn % servers.len()];
         let (answer, latency) =
             server.call_tool_timed("bernstein_claim", json!({"claimer_id": "scale-bench"}))?;
         let receipt = unwrap_result(tool_payload(&answer)?)?;
@@ -639,20 +638,19 @@ fn measure_tools(
             break;
         }
         timings[index("bernstein_claim")].latencies.push(latency);
-        claimed.push(
-            receipt
-                .get("taskId")
-                .and_then(Value::as_str)
-                .with_context(|| format!("a granted claim without taskId: {receipt}"))?
-                .to_owned(),
-        );
     }
-    // With two processes, each task is completed by the process that did not claim it.
+    // The completions, a series of their own like every other tool's, of tasks claimed for
+    // them by this process through the store (see `claimed_for_completion`).
+    let claimed = claimed_for_completion(server, options.calls)?;
+    let started = Instant::now();
     for (turn, task_id) in claimed.iter().enumerate() {
-        let server = &mut servers[(turn + 1) % servers.len()];
+        if started.elapsed() >= budget {
+            break;
+        }
+        let server = &mut servers[turn % servers.len()];
         let (answer, completed) = server.call_tool_timed(
             "bernstein_complete",
-            json!({"task_id": task_id, "result_summary": "scale benchmark"}),
+            json!({"task_id": task_id.as_str(), "result_summary": "scale benchmark"}),
         )?;
         timings[index("bernstein_complete")]
             .latencies
@@ -663,6 +661,40 @@ fn measure_tools(
         ensure!(!timing.latencies.is_empty(), "no {tool} call was timed");
     }
     Ok(timings)
+}
+
+/// Claims `count` new tasks for the completion series through the store, in this process,
+/// while the servers run (as a second process would): one plan of `count` tasks, approved,
+/// then each task claimed by id. Completing the claim series' own tasks instead would time a
+/// completion after the claims at every size alike only in name: on 100,000 open rows there
+/// are three or four claims in a series (each computes for over a second: its receipt hashes
+/// and carries every open row), so too few completions to read a p50 from, and each would
+/// follow a pause of the disk (the report's pause probe shows what that costs an fdatasync).
+fn claimed_for_completion(server: &Server<'_>, count: usize) -> anyhow::Result<Vec<TaskId>> {
+    let key = AuditKey::from_file(server.key)?;
+    let store = EmbeddedStore::open(server.project, Some(key))?;
+    let requests = (0..count)
+        .map(|n| {
+            let goal = format!("scale benchmark completion {n}");
+            NewTask::new(goal.clone(), goal)
+        })
+        .collect();
+    let plan = store.create_plan("scale benchmark completions", requests)?;
+    let approved = store.approve_plan(&plan.content.id, "scale benchmark completions")?;
+    let claim = ClaimRequest {
+        expected_version: None,
+        claimer: Some("scale-bench".to_owned()),
+        completed_ids: Vec::new(),
+    };
+    for id in &approved.task_ids {
+        store.claim_task(id, &claim)?;
+    }
+    ensure!(
+        approved.task_ids.len() == count,
+        "the completion plan opened {} tasks, not {count}",
+        approved.task_ids.len()
+    );
+    Ok(approved.task_ids)
 }
 
 /// A claim receipt can arrive as a JSON string under `result`, itself wrapped in the `_meter`
