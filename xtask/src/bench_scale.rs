@@ -665,11 +665,12 @@ fn measure_tools(
 
 /// Claims `count` new tasks for the completion series through the store, in this process,
 /// while the servers run (as a second process would): one plan of `count` tasks, approved,
-/// then each task claimed by id. Completing the claim series' own tasks instead would time a
-/// completion after the claims at every size alike only in name: on 100,000 open rows there
-/// are three or four claims in a series (each computes for over a second: its receipt hashes
-/// and carries every open row), so too few completions to read a p50 from, and each would
-/// follow a pause of the disk (the report's pause probe shows what that costs an fdatasync).
+/// then each task claimed by id. Completing the claim series' own tasks instead gave too few
+/// completions to read a p50 from: on 100,000 open rows a series holds three or four claims
+/// (each computes for over a second: its receipt hashes and carries every open row), and each
+/// completion followed a second in which the disk had nothing to write, which can make the
+/// first fdatasync after it cost several times one made back to back (the report's pause
+/// probe measures it in the same run).
 fn claimed_for_completion(server: &Server<'_>, count: usize) -> anyhow::Result<Vec<TaskId>> {
     let key = AuditKey::from_file(server.key)?;
     let store = EmbeddedStore::open(server.project, Some(key))?;
