@@ -1407,4 +1407,54 @@ mod tests {
             Err(Error::Unsupported(_))
         ));
     }
+
+    #[test]
+    fn every_terminal_store_status_settles_with_its_lifecycle_event() {
+        for (status, event) in [
+            ("done", Some("task_completed")),
+            ("closed", Some("task_completed")),
+            ("failed", Some("task_failed")),
+            ("abandoned", Some("task_failed")),
+            ("refused", Some("task_failed")),
+            ("cancelled", Some("task_cancelled")),
+            ("open", None),
+            ("claimed", None),
+            ("in_progress", None),
+            ("", None),
+        ] {
+            assert_eq!(settled_event(status), event, "status {status:?}");
+        }
+    }
+
+    #[test]
+    fn a_pending_claimer_is_read_from_the_backlog_only_for_an_open_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = backlog_path(dir.path());
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        // Three rows: one claimed by a receipt, one still open, and another claimed row that a
+        // lookup matching on the status alone would find first for the open task.
+        std::fs::write(
+            &path,
+            r#"[
+  {"id": "t-1", "status": "in_progress", "claimer": "w-1"},
+  {"id": "t-2", "status": "open"},
+  {"id": "t-3", "status": "in_progress", "claimer": "w-3"}
+]"#,
+        )
+        .unwrap();
+        let root = dir.path();
+        assert_eq!(
+            pending_backlog_claimer(root, "t-1", "open").as_deref(),
+            Some("w-1")
+        );
+        assert_eq!(
+            pending_backlog_claimer(root, "t-3", "open").as_deref(),
+            Some("w-3")
+        );
+        // The store has already adopted (or ended) the claim: the backlog is not consulted.
+        assert_eq!(pending_backlog_claimer(root, "t-1", "claimed"), None);
+        // An unclaimed backlog row has no claimer to report.
+        assert_eq!(pending_backlog_claimer(root, "t-2", "open"), None);
+        assert_eq!(pending_backlog_claimer(root, "t-9", "open"), None);
+    }
 }

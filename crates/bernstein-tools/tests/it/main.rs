@@ -11,5 +11,6 @@ mod reference_replay;
 mod remote;
 mod remote_lifecycle;
 mod run_status;
+mod settling;
 mod shutdown;
 mod worker_loop;

@@ -1,10 +1,11 @@
 //! The tools against a remote task server: an unreachable one (the reference's outage
-//! payloads) and a scripted one that records the requests the gates make.
+//! payloads) and a scripted one that records the requests the gates make and pages its task
+//! list.
 
 use std::sync::{Arc, Mutex};
 
 use bernstein_tasks::remote::{RemoteBackend, RemoteConfig};
-use bernstein_tools::{Backend, Catalogue, ToolContext};
+use bernstein_tools::{Backend, CancelAnswer, Catalogue, ToolContext};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -385,4 +386,114 @@ async fn a_claim_answer_that_reports_an_error_is_an_error_result() {
         }
     }
     assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+/// A task server's status list has no paging, so the backend pages it: each page starts after
+/// the cursor's row, holds at most `limit` rows, and names the next cursor only while rows
+/// remain (a page that ends exactly on the last row names none).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_status_list_is_paged_after_the_cursor() {
+    let (url, _seen) = scripted(|method, path| match (method, path) {
+        ("GET", "/tasks?status=open") => (
+            200,
+            r#"[{"id": "t-1", "status": "open"}, {"id": "t-2", "status": "open"},
+                {"id": "t-3", "status": "open"}, {"id": "t-4", "status": "open"},
+                {"id": "t-5", "status": "open"}]"#
+                .to_owned(),
+        ),
+        _ => (404, r#"{"detail": "Not Found"}"#.to_owned()),
+    })
+    .await;
+    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&url)).unwrap());
+    let page = |cursor: Option<&'static str>, limit: usize| {
+        let backend = &backend;
+        async move {
+            let (rows, next) = backend
+                .list_tasks_page("open", cursor, limit)
+                .await
+                .unwrap();
+            let ids: Vec<String> = rows
+                .iter()
+                .map(|row| {
+                    let id = row.as_object().unwrap().get("id").unwrap();
+                    id.as_str().unwrap().to_owned()
+                })
+                .collect();
+            (ids, next)
+        }
+    };
+    assert_eq!(
+        page(None, 2).await,
+        (
+            vec!["t-1".to_owned(), "t-2".to_owned()],
+            Some("t-2".to_owned())
+        )
+    );
+    assert_eq!(
+        page(Some("t-2"), 2).await,
+        (
+            vec!["t-3".to_owned(), "t-4".to_owned()],
+            Some("t-4".to_owned())
+        )
+    );
+    assert_eq!(page(Some("t-4"), 2).await, (vec!["t-5".to_owned()], None));
+    assert_eq!(
+        page(Some("t-3"), 2).await,
+        (vec!["t-4".to_owned(), "t-5".to_owned()], None)
+    );
+    // A limit of zero is raised to one row rather than answering an empty page.
+    assert_eq!(
+        page(Some("t-1"), 0).await,
+        (vec!["t-2".to_owned()], Some("t-2".to_owned()))
+    );
+    let unknown = backend.list_tasks_page("open", Some("t-9"), 2).await;
+    assert!(
+        matches!(
+            unknown,
+            Err(bernstein_tools::Error::Task(
+                bernstein_tasks::Error::InvalidCursor(ref cursor)
+            )) if cursor == "t-9"
+        ),
+        "{unknown:?}"
+    );
+}
+
+/// Only a "no such task" answer makes a cancel report an unknown task: when the pre-check
+/// read fails because the server cannot be reached, the cancel is that failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_whose_read_fails_is_an_error_not_an_unknown_task() {
+    let backend =
+        Backend::remote(RemoteBackend::new(RemoteConfig::new(closed_port().await)).unwrap());
+    let answer = backend.cancel_task("t-5", "stop").await;
+    assert!(
+        matches!(answer, Err(ref e) if !e.is_not_found()),
+        "{answer:?}"
+    );
+}
+
+/// A cancel the server refuses with 409 (the task ended between the pre-check and the cancel)
+/// is answered as not cancellable, with the status read again; any other refusal is an error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_refused_as_a_conflict_is_not_cancellable_and_other_refusals_are_errors() {
+    let (url, seen) = scripted(|method, path| match (method, path) {
+        ("GET", "/tasks/t-5" | "/tasks/t-6") => (200, r#"{"status": "claimed"}"#.to_owned()),
+        ("POST", "/tasks/t-5/cancel") => (409, r#"{"detail": "conflict"}"#.to_owned()),
+        ("POST", "/tasks/t-6/cancel") => (400, r#"{"detail": "bad request"}"#.to_owned()),
+        _ => (404, r#"{"detail": "Not Found"}"#.to_owned()),
+    })
+    .await;
+    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&url)).unwrap());
+    let conflict = backend.cancel_task("t-5", "stop").await.unwrap();
+    assert_eq!(
+        conflict,
+        CancelAnswer::NotCancellable {
+            reported_status: "claimed".to_owned()
+        }
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["GET /tasks/t-5", "POST /tasks/t-5/cancel", "GET /tasks/t-5"]
+    );
+    let refused = backend.cancel_task("t-6", "stop").await;
+    assert!(refused.is_err(), "{refused:?}");
 }

@@ -245,6 +245,30 @@ async fn subscribe_sees_a_new_task_or_times_out() {
     );
 }
 
+/// A subscription waits for a task created after it began: a task of the role that already
+/// exists is not news, and the wait times out.
+#[tokio::test(flavor = "multi_thread")]
+async fn subscribe_ignores_a_task_of_its_role_that_existed_before_the_wait() {
+    let project = Project::new(config(false));
+    let created = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "old", "description": "d", "role": "qa"}),
+        )
+        .await;
+    assert!(!created.is_error, "{}", created.text);
+    let waited = project
+        .call(
+            "bernstein_subscribe",
+            json!({"role": "qa", "timeout_seconds": 1}),
+        )
+        .await;
+    assert_eq!(
+        payload(&waited),
+        json!({"notifications": [], "timed_out": true})
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_cancelled_before_it_starts_returns_the_running_chunk() {
     let project = Project::new(config(true));
