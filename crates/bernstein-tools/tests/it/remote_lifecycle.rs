@@ -14,7 +14,7 @@ use bernstein_journal::handle::{PresentedHandle, verify_handle_chain};
 use bernstein_journal::run_journal::load_run_journal;
 use bernstein_protocol::pyjson::Value as PyValue;
 use bernstein_tasks::remote::{RemoteBackend, RemoteConfig};
-use bernstein_tools::{Backend, Catalogue, ToolContext};
+use bernstein_tools::{Backend, Catalogue, Settled, ToolContext};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -284,4 +284,45 @@ async fn a_remote_approval_to_done_journals_and_seals() {
     let handle = remote.poll(&ctx, "t-9").await;
     assert_eq!(handle["chainHead"], seals[0].as_str());
     assert!(remote.verifies(&handle));
+}
+
+/// After a completion the backend walks up the parent chain while the tasks it meets have
+/// ended: a parent the server completed with its last subtask is journalled too, and the walk
+/// stops at the first ancestor still open, which is left alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_completion_settles_the_ancestors_that_ended_with_it() {
+    let remote = Remote::new(vec![
+        task("top", "open", None),
+        task("mid", "done", Some("top")),
+        task("leaf", "done", Some("mid")),
+    ])
+    .await;
+    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
+    backend
+        .record_settled(remote.dir.path(), "leaf", Settled::Completion)
+        .await;
+    assert_eq!(remote.rows("leaf"), ["task_completed"]);
+    assert_eq!(remote.rows("mid"), ["task_completed"]);
+    assert!(remote.rows("top").is_empty());
+}
+
+/// After a cancel the backend settles the cancelled tasks below the root only: a task that was
+/// cancelled earlier on its own is not part of this cancel and gets no row from it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_settles_its_own_subtree_and_not_other_cancelled_tasks() {
+    let remote = Remote::new(vec![
+        task("root", "cancelled", None),
+        task("kid", "cancelled", Some("root")),
+        task("grandkid", "cancelled", Some("kid")),
+        task("earlier", "cancelled", None),
+    ])
+    .await;
+    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
+    backend
+        .record_settled(remote.dir.path(), "root", Settled::Cancellation)
+        .await;
+    for id in ["root", "kid", "grandkid"] {
+        assert_eq!(remote.rows(id), ["task_cancelled"], "{id}");
+    }
+    assert!(remote.rows("earlier").is_empty());
 }
