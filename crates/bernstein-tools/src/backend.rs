@@ -1409,6 +1409,17 @@ mod tests {
     }
 
     #[test]
+    fn only_the_embedded_store_reports_itself_embedded() {
+        let config = bernstein_tasks::remote::RemoteConfig::new("http://127.0.0.1:9");
+        let remote = Backend::remote(RemoteBackend::new(config).unwrap());
+        assert!(!remote.is_embedded());
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path(), None).unwrap();
+        let embedded = Backend::embedded(store, AuditKey::from_master_bytes(vec![7; 32]));
+        assert!(embedded.is_embedded());
+    }
+
+    #[test]
     fn every_terminal_store_status_settles_with_its_lifecycle_event() {
         for (status, event) in [
             ("done", Some("task_completed")),

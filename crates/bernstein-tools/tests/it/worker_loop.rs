@@ -553,3 +553,47 @@ async fn a_run_status_answers_its_handle_with_the_meter_on_and_off() {
         }
     }
 }
+
+/// The embedded mailbox lists a task's messages in posting order: every one of them without
+/// a cursor, and only those after `since_seq` with one.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_embedded_mailbox_lists_the_messages_after_the_cursor() {
+    use bernstein_protocol::pyjson::Value as PyValue;
+
+    let project = Project::new(config(false));
+    let created = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "t", "description": "d"}),
+        )
+        .await;
+    let id = payload(&created)["id"].as_str().unwrap().to_owned();
+    for text in ["first", "second"] {
+        let posted = project
+            .call(
+                "bernstein_post_message",
+                json!({"task_id": id, "sender": "w", "kind": "finding", "body": text}),
+            )
+            .await;
+        assert!(!posted.is_error, "{}", posted.text);
+    }
+    let entries = |listed: PyValue| -> Vec<(i64, String)> {
+        let PyValue::Array(rows) = listed else {
+            panic!("the mailbox listing is not an array: {listed:?}")
+        };
+        rows.iter()
+            .map(|row| {
+                let row = row.as_object().unwrap();
+                let seq = row.get("seq").and_then(PyValue::as_i64).unwrap();
+                let body = row.get("body").and_then(PyValue::as_str).unwrap();
+                (seq, body.to_owned())
+            })
+            .collect()
+    };
+    let backend = &project.ctx.backend;
+    let all = entries(backend.list_messages(&id, None).await.unwrap());
+    let bodies: Vec<&str> = all.iter().map(|(_, body)| body.as_str()).collect();
+    assert_eq!(bodies, ["first", "second"]);
+    let after_first = entries(backend.list_messages(&id, Some(all[0].0)).await.unwrap());
+    assert_eq!(after_first, all[1..]);
+}
