@@ -597,3 +597,74 @@ async fn the_embedded_mailbox_lists_the_messages_after_the_cursor() {
     let after_first = entries(backend.list_messages(&id, Some(all[0].0)).await.unwrap());
     assert_eq!(after_first, all[1..]);
 }
+
+/// A claim's `completed_ids` reach the backlog filter: a task whose dependency is not named
+/// as completed is not claimable, and becomes claimable once the claim names it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_takes_a_dependent_task_only_once_its_dependency_is_named_completed() {
+    let project = Project::new(config(false));
+    let first = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "first", "description": "d", "role": "qa"}),
+        )
+        .await;
+    let first_id = payload(&first)["id"].as_str().unwrap().to_owned();
+    let second = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "second", "description": "d", "role": "qa",
+                   "depends_on": [first_id]}),
+        )
+        .await;
+    let second_id = payload(&second)["id"].as_str().unwrap().to_owned();
+    let claim = |completed: Vec<&str>| {
+        project.call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-1", "role": "qa", "completed_ids": completed}),
+        )
+    };
+    let taken = payload(&claim(vec![]).await);
+    assert_eq!(taken["taskId"], first_id.as_str(), "{taken}");
+    let blocked = payload(&claim(vec![]).await);
+    assert_eq!(blocked["granted"], false, "{blocked}");
+    let unblocked = payload(&claim(vec![first_id.as_str()]).await);
+    assert_eq!(unblocked["granted"], true, "{unblocked}");
+    assert_eq!(unblocked["taskId"], second_id.as_str());
+}
+
+/// A table artifact keeps the columns and rows it was posted with.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_artifact_keeps_its_columns_and_rows() {
+    let project = Project::new(config(false));
+    let run = project
+        .call("bernstein_run", json!({"goal": "Measure", "role": "qa"}))
+        .await;
+    let task_id = payload(&run)["task_id"].as_str().unwrap().to_owned();
+    let claim = project
+        .call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-1", "role": "qa"}),
+        )
+        .await;
+    assert_eq!(payload(&claim)["granted"], true, "{}", claim.text);
+    let posted = project
+        .call(
+            "bernstein_post_artifact",
+            json!({"task_id": task_id, "key": "timings", "artifact_type": "table",
+                   "poster": "worker-1", "columns": ["case", "ms"],
+                   "rows": [["cold", "41"], ["warm", "7"]]}),
+        )
+        .await;
+    let record = payload(&posted);
+    assert_eq!(
+        record["content"]["columns"],
+        json!(["case", "ms"]),
+        "{}",
+        posted.text
+    );
+    assert_eq!(
+        record["content"]["rows"],
+        json!([["cold", "41"], ["warm", "7"]])
+    );
+}
