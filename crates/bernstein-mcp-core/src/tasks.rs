@@ -327,4 +327,41 @@ mod tests {
         check("open", None);
         check("pending_approval", None);
     }
+
+    /// A task row spells every run status the way the run journal spells it, so a host that
+    /// reads both the task row and `bernstein_run_status` sees one word for one state.
+    #[test]
+    fn task_rows_name_every_run_status_as_the_journal_does() {
+        for run_status in RunStatus::ALL {
+            assert_eq!(
+                status_name(from_run_status(run_status)),
+                run_status.as_str(),
+                "{run_status:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_status_has_its_own_default_message() {
+        let check = |status: TaskStatus, want: &str| {
+            assert_eq!(default_message(status), want, "{status:?}");
+        };
+        check(TaskStatus::Working, "Task is running");
+        check(TaskStatus::InputRequired, "Task requires input or approval");
+        check(TaskStatus::Completed, "Task completed successfully");
+        check(TaskStatus::Failed, "Task failed");
+        check(TaskStatus::Cancelled, "Task was cancelled");
+    }
+
+    /// Store timestamps are read as float seconds when present; a missing or non-numeric field
+    /// gives no time, so the row falls back to the current time instead of inventing one.
+    #[test]
+    fn epoch_fields_are_read_only_when_numeric() {
+        let row = Object::new()
+            .with("created_at", 1_796_003_208.5)
+            .with("title", "not a time");
+        assert_eq!(epoch_field(&row, "created_at"), Some(1_796_003_208.5));
+        assert_eq!(epoch_field(&row, "title"), None);
+        assert_eq!(epoch_field(&row, "closed_at"), None);
+    }
 }

@@ -120,6 +120,22 @@ fn task(id: &str, status: &str, parent: Option<&str>) -> (String, Value) {
     )
 }
 
+/// A scratch project whose dispatcher is served by a task server holding `tasks`.
+async fn remote_project(tasks: &Tasks) -> Project {
+    let url = task_server(Arc::clone(tasks)).await;
+    let project = Project::new();
+    let remote = RemoteBackend::new(RemoteConfig::new(&url)).unwrap();
+    let backend = Arc::new(Backend::remote(remote).with_audit_key(key()));
+    Project {
+        dispatcher: Dispatcher::builder(project.dir.path())
+            .audit_key(key())
+            .backend_instance(backend)
+            .build()
+            .unwrap(),
+        ..project
+    }
+}
+
 async fn status_pair(project: &Project, id: &str) -> (String, String) {
     let got = project.result("tasks/get", json!({"taskId": id})).await;
     let polled = project
@@ -141,18 +157,7 @@ async fn tasks_get_and_run_status_agree_over_a_task_server() {
             .into_iter()
             .collect(),
     ));
-    let url = task_server(Arc::clone(&tasks)).await;
-    let project = Project::new();
-    let remote = RemoteBackend::new(RemoteConfig::new(&url)).unwrap();
-    let backend = Arc::new(Backend::remote(remote).with_audit_key(key()));
-    let project = Project {
-        dispatcher: Dispatcher::builder(project.dir.path())
-            .audit_key(key())
-            .backend_instance(backend)
-            .build()
-            .unwrap(),
-        ..project
-    };
+    let project = remote_project(&tasks).await;
     assert_eq!(
         status_pair(&project, "t-1").await,
         ("working".into(), "working".into())
@@ -171,6 +176,73 @@ async fn tasks_get_and_run_status_agree_over_a_task_server() {
     tasks.lock().unwrap().get_mut("t-2").unwrap()["status"] = json!("cancelled");
     assert_eq!(
         status_pair(&project, "t-2").await,
+        ("cancelled".into(), "cancelled".into())
+    );
+}
+
+/// A settled task's row and result carry the store's summary: a completed task's summary is its
+/// status message and its result text, and a failed task is an error result. A store summary
+/// that is empty says nothing, so the row falls back to the status's default message.
+#[tokio::test(flavor = "multi_thread")]
+async fn settled_tasks_answer_with_the_stores_summary_or_the_default_message() {
+    let tasks: Tasks = Arc::new(Mutex::new(
+        [task("t-1", "claimed", None), task("t-2", "claimed", None)]
+            .into_iter()
+            .collect(),
+    ));
+    let project = remote_project(&tasks).await;
+    project
+        .call(
+            "bernstein_complete",
+            json!({"task_id": "t-1", "result_summary": "shipped the fix"}),
+        )
+        .await;
+    let got = project.result("tasks/get", json!({"taskId": "t-1"})).await;
+    assert_eq!(got["status"], "completed", "{got}");
+    assert_eq!(got["statusMessage"], "shipped the fix", "{got}");
+    let settled = project
+        .result("tasks/result", json!({"taskId": "t-1"}))
+        .await;
+    assert_eq!(settled["isError"], false, "{settled}");
+    assert_eq!(
+        settled["content"][0]["text"], "shipped the fix",
+        "{settled}"
+    );
+
+    // Failed outside MCP with an empty summary.
+    {
+        let mut rows = tasks.lock().unwrap();
+        let row = rows.get_mut("t-2").unwrap();
+        row["status"] = json!("failed");
+        row["result_summary"] = json!("");
+    }
+    let got = project.result("tasks/get", json!({"taskId": "t-2"})).await;
+    assert_eq!(got["status"], "failed", "{got}");
+    assert_eq!(got["statusMessage"], "Task failed", "{got}");
+    let failed = project
+        .result("tasks/result", json!({"taskId": "t-2"}))
+        .await;
+    assert_eq!(failed["isError"], true, "{failed}");
+    assert_eq!(failed["content"][0]["text"], "Task failed", "{failed}");
+}
+
+/// Once the run journal has settled a task, its status is the task's status: a store that later
+/// reports another terminal status does not rewrite it, and `tasks/get` still agrees with
+/// `bernstein_run_status`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_settled_journal_outranks_a_later_store_status() {
+    let tasks: Tasks = Arc::new(Mutex::new(
+        [task("t-1", "claimed", None)].into_iter().collect(),
+    ));
+    let project = remote_project(&tasks).await;
+    tasks.lock().unwrap().get_mut("t-1").unwrap()["status"] = json!("cancelled");
+    assert_eq!(
+        status_pair(&project, "t-1").await,
+        ("cancelled".into(), "cancelled".into())
+    );
+    tasks.lock().unwrap().get_mut("t-1").unwrap()["status"] = json!("done");
+    assert_eq!(
+        status_pair(&project, "t-1").await,
         ("cancelled".into(), "cancelled".into())
     );
 }
