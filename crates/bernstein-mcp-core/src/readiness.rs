@@ -47,3 +47,25 @@ fn writable(sdd: &Path, root: &Path) -> std::result::Result<(), String> {
         format!("{name} is not writable: {err}")
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An existing `.sdd/` is the directory checked; a project without one has its root
+    /// checked, and a failure names whichever was checked.
+    #[test]
+    fn the_checked_directory_is_the_one_a_failure_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let sdd = dir.path().join(".sdd");
+        assert_eq!(writable(&sdd, dir.path()), Ok(()));
+        std::fs::create_dir(&sdd).unwrap();
+        assert_eq!(writable(&sdd, dir.path()), Ok(()));
+        let gone = dir.path().join("gone");
+        let reason = writable(&gone.join(".sdd"), &gone).unwrap_err();
+        assert!(
+            reason.starts_with("the project root is not writable: "),
+            "{reason}"
+        );
+    }
+}

@@ -11,6 +11,7 @@ mod gaps;
 mod handles;
 mod hostile;
 mod protocol;
+mod readiness;
 mod remote_tasks;
 mod status_paging;
 mod support;
