@@ -214,7 +214,14 @@ mod tests {
             json!(["this week", "this month"]),
         );
         check("triage_failed_tasks", "limit", "1", json!(["10"]));
-        assert!(prompt_candidates("cost_recap", "nope").unwrap().is_err());
+        // An argument a built-in prompt does not have is refused, not passed on as if the
+        // prompt were an extension's.
+        for prompt in ["orchestrate_goal", "triage_failed_tasks", "cost_recap"] {
+            assert!(
+                prompt_candidates(prompt, "nope").unwrap().is_err(),
+                "{prompt}"
+            );
+        }
         assert!(prompt_candidates("not_ours", "x").is_none());
         let many: Vec<String> = (0..150).map(|i| format!("v{i}")).collect();
         let capped = result(many, "v");
