@@ -668,3 +668,36 @@ async fn a_table_artifact_keeps_its_columns_and_rows() {
         json!([["cold", "41"], ["warm", "7"]])
     );
 }
+
+/// A message's sender card fingerprint is kept as given, and an empty one is recorded as
+/// unregistered, as when none is given.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_sender_fingerprint_is_recorded_as_unregistered() {
+    let project = Project::new(config(false));
+    let created = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "t", "description": "d"}),
+        )
+        .await;
+    let id = payload(&created)["id"].as_str().unwrap().to_owned();
+    let fingerprint = "a".repeat(64);
+    for (given, recorded) in [
+        ("", "unregistered"),
+        (fingerprint.as_str(), fingerprint.as_str()),
+    ] {
+        let posted = project
+            .call(
+                "bernstein_post_message",
+                json!({"task_id": id, "sender": "w", "kind": "finding", "body": "b",
+                       "sender_card_fingerprint": given}),
+            )
+            .await;
+        let entry = payload(&posted);
+        assert_eq!(
+            entry["sender_card_fingerprint"], recorded,
+            "{}",
+            posted.text
+        );
+    }
+}
