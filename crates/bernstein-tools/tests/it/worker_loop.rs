@@ -701,3 +701,35 @@ async fn an_empty_sender_fingerprint_is_recorded_as_unregistered() {
         );
     }
 }
+
+/// A finding artifact is built from the SARIF result and the provenance it was posted with.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finding_artifact_keeps_its_sarif_result_and_provenance() {
+    let project = Project::new(config(false));
+    let run = project
+        .call("bernstein_run", json!({"goal": "Scan", "role": "qa"}))
+        .await;
+    let task_id = payload(&run)["task_id"].as_str().unwrap().to_owned();
+    let claim = project
+        .call(
+            "bernstein_claim",
+            json!({"claimer_id": "worker-1", "role": "qa"}),
+        )
+        .await;
+    assert_eq!(payload(&claim)["granted"], true, "{}", claim.text);
+    let sarif = json!({"ruleId": "R1", "locations": [{"physicalLocation": {
+        "artifactLocation": {"uri": "src/app.py"},
+        "region": {"startLine": 3, "snippet": {"text": "eval(x)"}}}}]});
+    let posted = project
+        .call(
+            "bernstein_post_artifact",
+            json!({"task_id": task_id, "key": "scan", "artifact_type": "finding",
+                   "poster": "worker-1", "sarif_result": sarif, "tool": "scan",
+                   "tool_version": "1", "pinned_ruleset_or_feed_digest": "sha256:ab",
+                   "invocation_argv_hash": "h", "target": "repo"}),
+        )
+        .await;
+    let content = &payload(&posted)["content"];
+    assert_eq!(content["sarif_result"]["ruleId"], "R1", "{}", posted.text);
+    assert_eq!(content["provenance"]["tool"], "scan", "{}", posted.text);
+}
