@@ -1409,6 +1409,18 @@ mod tests {
     }
 
     #[test]
+    fn the_debug_form_names_the_backend_and_redacts_the_key() {
+        let config = bernstein_tasks::remote::RemoteConfig::new("http://127.0.0.1:9");
+        let backend = Backend::remote(RemoteBackend::new(config).unwrap())
+            .with_audit_key(AuditKey::from_master_bytes(vec![7; 32]))
+            .with_home_dir(Some("/home/someone".to_owned()));
+        let text = format!("{backend:?}");
+        assert!(text.starts_with("Backend { kind: Remote("), "{text}");
+        assert!(text.contains("<32 bytes redacted>"), "{text}");
+        assert!(text.contains("/home/someone"), "{text}");
+    }
+
+    #[test]
     fn only_the_embedded_store_reports_itself_embedded() {
         let config = bernstein_tasks::remote::RemoteConfig::new("http://127.0.0.1:9");
         let remote = Backend::remote(RemoteBackend::new(config).unwrap());

@@ -733,3 +733,36 @@ async fn a_finding_artifact_keeps_its_sarif_result_and_provenance() {
     assert_eq!(content["sarif_result"]["ruleId"], "R1", "{}", posted.text);
     assert_eq!(content["provenance"]["tool"], "scan", "{}", posted.text);
 }
+
+/// A mailbox entry carries the wall-clock time it was posted at, in Unix seconds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_is_stamped_with_the_time_it_was_posted() {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let project = Project::new(config(false));
+    let created = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "t", "description": "d"}),
+        )
+        .await;
+    let id = payload(&created)["id"].as_str().unwrap().to_owned();
+    let before = now();
+    let posted = project
+        .call(
+            "bernstein_post_message",
+            json!({"task_id": id, "sender": "w", "kind": "finding", "body": "b"}),
+        )
+        .await;
+    let after = now();
+    let stamp = payload(&posted)["timestamp"].as_f64().unwrap();
+    // Whole seconds of slack: the stamp may be rounded when it is rendered.
+    assert!(
+        before - 1.0 <= stamp && stamp <= after + 1.0,
+        "posted between {before} and {after}, stamped {stamp}"
+    );
+}
