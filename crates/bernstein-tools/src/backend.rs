@@ -868,13 +868,16 @@ impl Backend {
     /// not end is left alone. A failure is logged and left for the next poll, which journals
     /// and seals whatever is missing: the transition itself has happened.
     pub async fn record_settled(&self, project_root: &Path, task_id: &str, settled: Settled) {
-        let rows = match self.settled_candidates(task_id, settled).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(task_id, "could not list the runs a transition ended: {e}");
-                return;
-            }
-        };
+        // What was gathered before a read failed is settled all the same: the transition's own
+        // task is read first, so a parent or a listing that cannot be read costs only the runs
+        // it would have named (the next poll settles those), never the task that did end.
+        let mut rows = Vec::new();
+        if let Err(e) = self.settled_candidates(task_id, settled, &mut rows).await {
+            tracing::warn!(
+                task_id,
+                "could not list every run the transition ended: {e}"
+            );
+        }
         for (id, row) in rows {
             if let Err(e) = self.settle_run(project_root, &id, &row).await {
                 tracing::warn!(task_id = %id, "terminal journal row or seal not written: {e}");
@@ -999,13 +1002,14 @@ impl Backend {
         }
     }
 
-    /// The tasks a transition may have ended, with their rows.
+    /// Pushes onto `out` the tasks a transition may have ended, with their rows, the
+    /// transition's own task first; on a failed read, `out` keeps what was gathered before it.
     async fn settled_candidates(
         &self,
         task_id: &str,
         settled: Settled,
-    ) -> Result<Vec<(String, Object)>, Error> {
-        let mut out = Vec::new();
+        out: &mut Vec<(String, Object)>,
+    ) -> Result<(), Error> {
         match settled {
             Settled::Completion => {
                 let mut seen = BTreeSet::new();
@@ -1037,7 +1041,7 @@ impl Backend {
                     for task in below {
                         out.push((task.id.to_string(), task.to_object()));
                     }
-                    return Ok(out);
+                    return Ok(());
                 }
                 let cancelled = self.list_tasks(Some("cancelled")).await?;
                 for row in &cancelled {
@@ -1051,7 +1055,7 @@ impl Backend {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 

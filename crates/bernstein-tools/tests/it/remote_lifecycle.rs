@@ -76,6 +76,10 @@ fn route(tasks: &Tasks, method: &str, path: &str, body: &str) -> (u16, String) {
     let not_found = (404, r#"{"detail": "Task not found"}"#.to_owned());
     if method == "GET" && path.starts_with("/tasks?status=") {
         let wanted = &path["/tasks?status=".len()..];
+        // A task of this id makes every listing fail, as a server that errs mid-walk would.
+        if tasks.contains_key(LISTING_FAILS) {
+            return (500, r#"{"detail": "Internal Server Error"}"#.to_owned());
+        }
         let rows: Vec<&Value> = tasks.values().filter(|t| t["status"] == wanted).collect();
         return (200, serde_json::to_string(&rows).unwrap());
     }
@@ -118,6 +122,9 @@ fn route(tasks: &Tasks, method: &str, path: &str, body: &str) -> (u16, String) {
     }
     (200, tasks[id].to_string())
 }
+
+/// The id of a task whose presence makes the fake server's listings answer 500.
+const LISTING_FAILS: &str = "listing-fails";
 
 fn task(id: &str, status: &str, parent: Option<&str>) -> (String, Value) {
     (
@@ -325,4 +332,35 @@ async fn a_cancel_settles_its_own_subtree_and_not_other_cancelled_tasks() {
         assert_eq!(remote.rows(id), ["task_cancelled"], "{id}");
     }
     assert!(remote.rows("earlier").is_empty());
+}
+
+/// A completion whose parent cannot be read (the server no longer has it) still journals and
+/// seals the task that ended: the walk up the parents may stop early, but what it gathered
+/// before the failed read is settled, as ARCHITECTURE promises before the tool answers.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_completion_whose_parent_cannot_be_read_still_settles_the_task() {
+    let remote = Remote::new(vec![task("leaf", "done", Some("gone"))]).await;
+    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
+    backend
+        .record_settled(remote.dir.path(), "leaf", Settled::Completion)
+        .await;
+    assert_eq!(remote.rows("leaf"), ["task_completed"]);
+}
+
+/// A cancel whose listing of cancelled tasks fails still journals the cancelled root: the
+/// subtree below it waits for the next poll, the root does not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_whose_listing_fails_still_settles_the_root() {
+    let remote = Remote::new(vec![
+        task("root", "cancelled", None),
+        task("kid", "cancelled", Some("root")),
+        task(LISTING_FAILS, "open", None),
+    ])
+    .await;
+    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
+    backend
+        .record_settled(remote.dir.path(), "root", Settled::Cancellation)
+        .await;
+    assert_eq!(remote.rows("root"), ["task_cancelled"]);
+    assert!(remote.rows("kid").is_empty());
 }
