@@ -168,6 +168,13 @@ impl Remote {
             .await
     }
 
+    /// Settles what a transition of `id` ended, through a backend of its own without an
+    /// audit key (so rows are journalled and nothing is sealed).
+    async fn record_settled(&self, id: &str, settled: Settled) {
+        let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&self.url)).unwrap());
+        backend.record_settled(self.dir.path(), id, settled).await;
+    }
+
     fn rows(&self, id: &str) -> Vec<String> {
         load_run_journal(self.dir.path(), &format!("task-{id}"))
             .unwrap()
@@ -304,10 +311,7 @@ async fn a_completion_settles_the_ancestors_that_ended_with_it() {
         task("leaf", "done", Some("mid")),
     ])
     .await;
-    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
-    backend
-        .record_settled(remote.dir.path(), "leaf", Settled::Completion)
-        .await;
+    remote.record_settled("leaf", Settled::Completion).await;
     assert_eq!(remote.rows("leaf"), ["task_completed"]);
     assert_eq!(remote.rows("mid"), ["task_completed"]);
     assert!(remote.rows("top").is_empty());
@@ -324,10 +328,7 @@ async fn a_cancel_settles_its_own_subtree_and_not_other_cancelled_tasks() {
         task("earlier", "cancelled", None),
     ])
     .await;
-    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
-    backend
-        .record_settled(remote.dir.path(), "root", Settled::Cancellation)
-        .await;
+    remote.record_settled("root", Settled::Cancellation).await;
     for id in ["root", "kid", "grandkid"] {
         assert_eq!(remote.rows(id), ["task_cancelled"], "{id}");
     }
@@ -340,10 +341,7 @@ async fn a_cancel_settles_its_own_subtree_and_not_other_cancelled_tasks() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_completion_whose_parent_cannot_be_read_still_settles_the_task() {
     let remote = Remote::new(vec![task("leaf", "done", Some("gone"))]).await;
-    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
-    backend
-        .record_settled(remote.dir.path(), "leaf", Settled::Completion)
-        .await;
+    remote.record_settled("leaf", Settled::Completion).await;
     assert_eq!(remote.rows("leaf"), ["task_completed"]);
 }
 
@@ -357,10 +355,7 @@ async fn a_cancel_whose_listing_fails_still_settles_the_root() {
         task(LISTING_FAILS, "open", None),
     ])
     .await;
-    let backend = Backend::remote(RemoteBackend::new(RemoteConfig::new(&remote.url)).unwrap());
-    backend
-        .record_settled(remote.dir.path(), "root", Settled::Cancellation)
-        .await;
+    remote.record_settled("root", Settled::Cancellation).await;
     assert_eq!(remote.rows("root"), ["task_cancelled"]);
     assert!(remote.rows("kid").is_empty());
 }

@@ -633,12 +633,11 @@ async fn a_claim_takes_a_dependent_task_only_once_its_dependency_is_named_comple
     assert_eq!(unblocked["taskId"], second_id.as_str());
 }
 
-/// A table artifact keeps the columns and rows it was posted with.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_table_artifact_keeps_its_columns_and_rows() {
-    let project = Project::new(config(false));
+/// Runs `goal` as a `qa` task and claims it as `worker-1`, so that artifacts can be posted on
+/// it; returns its id.
+async fn claimed_qa_task(project: &Project, goal: &str) -> String {
     let run = project
-        .call("bernstein_run", json!({"goal": "Measure", "role": "qa"}))
+        .call("bernstein_run", json!({"goal": goal, "role": "qa"}))
         .await;
     let task_id = payload(&run)["task_id"].as_str().unwrap().to_owned();
     let claim = project
@@ -648,6 +647,14 @@ async fn a_table_artifact_keeps_its_columns_and_rows() {
         )
         .await;
     assert_eq!(payload(&claim)["granted"], true, "{}", claim.text);
+    task_id
+}
+
+/// A table artifact keeps the columns and rows it was posted with.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_artifact_keeps_its_columns_and_rows() {
+    let project = Project::new(config(false));
+    let task_id = claimed_qa_task(&project, "Measure").await;
     let posted = project
         .call(
             "bernstein_post_artifact",
@@ -706,17 +713,7 @@ async fn an_empty_sender_fingerprint_is_recorded_as_unregistered() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_finding_artifact_keeps_its_sarif_result_and_provenance() {
     let project = Project::new(config(false));
-    let run = project
-        .call("bernstein_run", json!({"goal": "Scan", "role": "qa"}))
-        .await;
-    let task_id = payload(&run)["task_id"].as_str().unwrap().to_owned();
-    let claim = project
-        .call(
-            "bernstein_claim",
-            json!({"claimer_id": "worker-1", "role": "qa"}),
-        )
-        .await;
-    assert_eq!(payload(&claim)["granted"], true, "{}", claim.text);
+    let task_id = claimed_qa_task(&project, "Scan").await;
     let sarif = json!({"ruleId": "R1", "locations": [{"physicalLocation": {
         "artifactLocation": {"uri": "src/app.py"},
         "region": {"startLine": 3, "snippet": {"text": "eval(x)"}}}}]});
