@@ -554,6 +554,17 @@ async fn a_run_status_answers_its_handle_with_the_meter_on_and_off() {
     }
 }
 
+/// Creates a task to post messages on; returns its id.
+async fn created_task_id(project: &Project) -> String {
+    let created = project
+        .call(
+            "bernstein_create_task",
+            json!({"title": "t", "description": "d"}),
+        )
+        .await;
+    payload(&created)["id"].as_str().unwrap().to_owned()
+}
+
 /// The embedded mailbox lists a task's messages in posting order: every one of them without
 /// a cursor, and only those after `since_seq` with one.
 #[tokio::test(flavor = "multi_thread")]
@@ -561,13 +572,7 @@ async fn the_embedded_mailbox_lists_the_messages_after_the_cursor() {
     use bernstein_protocol::pyjson::Value as PyValue;
 
     let project = Project::new(config(false));
-    let created = project
-        .call(
-            "bernstein_create_task",
-            json!({"title": "t", "description": "d"}),
-        )
-        .await;
-    let id = payload(&created)["id"].as_str().unwrap().to_owned();
+    let id = created_task_id(&project).await;
     for text in ["first", "second"] {
         let posted = project
             .call(
@@ -681,13 +686,7 @@ async fn a_table_artifact_keeps_its_columns_and_rows() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_empty_sender_fingerprint_is_recorded_as_unregistered() {
     let project = Project::new(config(false));
-    let created = project
-        .call(
-            "bernstein_create_task",
-            json!({"title": "t", "description": "d"}),
-        )
-        .await;
-    let id = payload(&created)["id"].as_str().unwrap().to_owned();
+    let id = created_task_id(&project).await;
     let fingerprint = "a".repeat(64);
     for (given, recorded) in [
         ("", "unregistered"),
@@ -741,13 +740,7 @@ async fn a_message_is_stamped_with_the_time_it_was_posted() {
             .as_secs_f64()
     };
     let project = Project::new(config(false));
-    let created = project
-        .call(
-            "bernstein_create_task",
-            json!({"title": "t", "description": "d"}),
-        )
-        .await;
-    let id = payload(&created)["id"].as_str().unwrap().to_owned();
+    let id = created_task_id(&project).await;
     let before = now();
     let posted = project
         .call(
