@@ -1,5 +1,6 @@
 //! Line framing at the edges a real host produces: CRLF line ends, a line over the size limit
-//! followed by a valid request, and a client that closes the server's stdout.
+//! followed by a valid request, a line of exactly the limit, and a client that closes the
+//! server's stdout.
 
 use std::time::Duration;
 
@@ -81,6 +82,38 @@ async fn an_over_long_line_is_refused_and_the_next_request_answered() {
     let answered = next(&mut lines).await;
     assert_eq!(answered["id"], 2, "{answered}");
     assert!(answered["result"]["tools"].is_array());
+    let mut input = writer.await.unwrap();
+    input.shutdown().await.unwrap();
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_line_of_exactly_sixteen_mebibytes_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut input, output, server) = start(&dir);
+    let mut lines = BufReader::new(output).lines();
+    // A ping padded with JSON whitespace to exactly 16 MiB is a message like any other: that is
+    // the documented limit (rmcp's), the longest line accepted. The size is spelled out here
+    // rather than read from `MAX_LINE_BYTES`, so a smaller constant fails this test.
+    let ping = request(1, "ping");
+    let padding = 16 * 1024 * 1024 - ping.len();
+    let writer = tokio::spawn(async move {
+        let chunk = vec![b' '; 1 << 20];
+        let mut left = padding;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            input.write_all(&chunk[..n]).await.unwrap();
+            left -= n;
+        }
+        input
+            .write_all(format!("{ping}\n").as_bytes())
+            .await
+            .unwrap();
+        input
+    });
+    let answered = next(&mut lines).await;
+    assert_eq!(answered["id"], 1, "{answered}");
+    assert_eq!(answered["result"], json!({}), "{answered}");
     let mut input = writer.await.unwrap();
     input.shutdown().await.unwrap();
     server.await.unwrap().unwrap();

@@ -641,3 +641,51 @@ async fn a_reused_id_in_flight_is_refused_and_the_first_call_keeps_it() {
         session.pending
     );
 }
+
+/// Sends twenty `tools/list` requests (more answer than the 64 KiB pipe holds, and fewer calls
+/// than the stream may run at once), ends the input, leaves the answers unread for `pause`, then reads to the end: the ids answered.
+async fn answers_read_after_a_pause(drain_timeout: Duration, pause: Duration) -> HashSet<i64> {
+    let mut session = Session::start_with(|b| {
+        b.limits(Limits {
+            drain_timeout,
+            ..Limits::default()
+        })
+    });
+    for id in 1..=20 {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}).to_string();
+        session.send_line(&line).await;
+    }
+    session.close_input().await;
+    tokio::time::sleep(pause).await;
+    let mut answered = HashSet::new();
+    let read_all = async {
+        while let Some(line) = session.from_server.next_line().await.unwrap() {
+            let message: Value = serde_json::from_str(&line).unwrap();
+            assert!(message["result"]["tools"].is_array(), "{message}");
+            answered.insert(message["id"].as_i64().unwrap());
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), read_all)
+        .await
+        .expect("the server closed its output");
+    answered
+}
+
+#[tokio::test]
+async fn answers_wait_for_a_slow_reader_while_the_drain_bound_lasts() {
+    // Nothing is in flight at the end of input, so the drain ends at once; the answers already
+    // queued still get what is left of the drain bound (a minute here) to be read, well past
+    // the one-second cancel grace.
+    let answered =
+        answers_read_after_a_pause(Duration::from_secs(60), Duration::from_secs(3)).await;
+    assert_eq!(answered, (1..=20).collect::<HashSet<_>>());
+}
+
+#[tokio::test]
+async fn answers_wait_for_a_slow_reader_for_the_grace_when_the_drain_bound_is_zero() {
+    // With no drain bound at all the writer still gets the cancel grace (one second) to
+    // flush what is queued, so a client that reads a moment after closing its input loses
+    // nothing.
+    let answered = answers_read_after_a_pause(Duration::ZERO, Duration::from_millis(200)).await;
+    assert_eq!(answered, (1..=20).collect::<HashSet<_>>());
+}
