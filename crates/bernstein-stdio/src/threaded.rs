@@ -235,6 +235,57 @@ mod tests {
         assert_eq!(err.to_string(), "stdin broke");
     }
 
+    /// A source whose first read is interrupted by a signal, as `read(2)` on stdin can be.
+    struct InterruptedOnce {
+        interrupted: bool,
+        bytes: Cursor<Vec<u8>>,
+    }
+
+    impl Read for InterruptedOnce {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if !self.interrupted {
+                self.interrupted = true;
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            Read::read(&mut self.bytes, buf)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_read_is_retried_not_reported() {
+        let mut stdin = ThreadedStdin::spawn_reading(InterruptedOnce {
+            interrupted: false,
+            bytes: Cursor::new(b"ok\n".to_vec()),
+        })
+        .unwrap();
+        let mut read = Vec::new();
+        // A signal is not a broken stdin: the loop sees the bytes after it and a clean end.
+        stdin.read_to_end(&mut read).await.unwrap();
+        assert_eq!(read, b"ok\n");
+    }
+
+    /// A source that records how many bytes each read asks for, then ends at once.
+    struct RecordsAsks(Arc<Mutex<Vec<usize>>>);
+
+    impl Read for RecordsAsks {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().push(buf.len());
+            Ok(0)
+        }
+    }
+
+    #[tokio::test]
+    async fn each_read_asks_for_sixty_four_kibibytes() {
+        // The point of the reader thread is few wake-ups per message: a large line must arrive
+        // in 64 KiB chunks, not in many small reads each handed over on its own.
+        let asks = Arc::new(Mutex::new(Vec::new()));
+        let mut stdin = ThreadedStdin::spawn_reading(RecordsAsks(Arc::clone(&asks))).unwrap();
+        let mut read = Vec::new();
+        stdin.read_to_end(&mut read).await.unwrap();
+        assert!(read.is_empty());
+        assert_eq!(*asks.lock().unwrap(), vec![64 * 1024]);
+    }
+
     #[tokio::test]
     async fn the_writer_thread_writes_every_buffer_in_order() {
         let sink = Shared::default();
