@@ -643,7 +643,8 @@ async fn a_reused_id_in_flight_is_refused_and_the_first_call_keeps_it() {
 }
 
 /// Sends twenty `tools/list` requests (more answer than the 64 KiB pipe holds, and fewer calls
-/// than the stream may run at once), ends the input, leaves the answers unread for `pause`, then reads to the end: the ids answered.
+/// than the stream may run at once), ends the input, leaves the answers unread for `pause`,
+/// then reads to the end; returns the ids answered.
 async fn answers_read_after_a_pause(drain_timeout: Duration, pause: Duration) -> HashSet<i64> {
     let mut session = Session::start_with(|b| {
         b.limits(Limits {
