@@ -1489,12 +1489,9 @@ impl Dispatcher {
                 // terminal status with -32602; the 2026-07-28 tasks extension acknowledges it,
                 // as rmcp's task manager does.
                 if request.era == Era::Legacy {
-                    let status = serde_json::to_value(view.task.status)
-                        .ok()
-                        .and_then(|status| status.as_str().map(str::to_owned))
-                        .unwrap_or_default();
                     return Err(RpcError::invalid_params(format!(
-                        "task {task_id} is already in the terminal status {status}"
+                        "task {task_id} is already in the terminal status {}",
+                        tasks::status_name(view.task.status)
                     )));
                 }
             }
