@@ -54,6 +54,25 @@ pub(crate) struct DurableLatency {
     pub(crate) pair: SyncLatency,
 }
 
+/// A journal-sized line for the disk probes: 299 bytes and its newline.
+pub(crate) fn probe_line() -> [u8; 300] {
+    let mut line = [b'x'; 300];
+    line[299] = b'\n';
+    line
+}
+
+/// Appends `line` to `file` and fdatasyncs it, as the anchoring journal appends a row; returns
+/// the time both took.
+pub(crate) fn timed_durable_append(
+    file: &mut std::fs::File,
+    line: &[u8],
+) -> std::io::Result<Duration> {
+    let started = Instant::now();
+    file.write_all(line)?;
+    file.sync_data()?;
+    Ok(started.elapsed())
+}
+
 /// Appends a 300-byte line and fdatasyncs it, [`SYNCS`] times, as the anchoring journal does;
 /// each time also times a pair of such appends to two files side by side.
 pub(crate) fn measure_fdatasync(dir: &Path) -> anyhow::Result<DurableLatency> {
@@ -66,8 +85,7 @@ pub(crate) fn measure_fdatasync(dir: &Path) -> anyhow::Result<DurableLatency> {
     let mut single = open("fdatasync-probe.jsonl")?;
     let mut row = open("fdatasync-pair-row.jsonl")?;
     let entry = open("fdatasync-pair-entry.jsonl")?;
-    let mut line = [b'x'; 300];
-    line[299] = b'\n';
+    let line = probe_line();
     let (to_helper, helper_work) = std::sync::mpsc::channel::<()>();
     let (helper_done, from_helper) = std::sync::mpsc::channel::<std::io::Result<()>>();
     let mut one = Vec::with_capacity(SYNCS);
@@ -83,10 +101,7 @@ pub(crate) fn measure_fdatasync(dir: &Path) -> anyhow::Result<DurableLatency> {
             }
         });
         for _ in 0..SYNCS {
-            let started = Instant::now();
-            single.write_all(&line)?;
-            single.sync_data()?;
-            one.push(started.elapsed());
+            one.push(timed_durable_append(&mut single, &line)?);
 
             let started = Instant::now();
             to_helper.send(())?;

@@ -38,7 +38,6 @@
 //! such a claim would pay the disk, one reason the completions are a series of their own.
 
 use std::fs::File;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,6 +53,7 @@ use serde_json::{Value, json};
 
 use crate::bench_doc::{self, Chart, Series};
 use crate::bench_guard::{self, Scratch};
+use crate::bench_limits;
 use crate::bench_stdio::{
     self, BENCH_KEY, OUR_ENVIRONMENT, StdioServer, create_run_with_journal, median_cold_start,
     tool_payload,
@@ -376,14 +376,7 @@ fn measure_pause(dir: &Path, pause: Duration) -> anyhow::Result<PauseProbe> {
         .create(true)
         .append(true)
         .open(&path)?;
-    let mut line = [b'x'; 300];
-    line[299] = b'\n';
-    let mut sync = || -> anyhow::Result<Duration> {
-        let started = Instant::now();
-        file.write_all(&line)?;
-        file.sync_data()?;
-        Ok(started.elapsed())
-    };
+    let line = bench_limits::probe_line();
     let mut probe = PauseProbe {
         pause,
         after_pause: Vec::with_capacity(PAUSE_ROUNDS),
@@ -391,8 +384,12 @@ fn measure_pause(dir: &Path, pause: Duration) -> anyhow::Result<PauseProbe> {
     };
     for _ in 0..PAUSE_ROUNDS {
         std::thread::sleep(pause);
-        probe.after_pause.push(sync()?);
-        probe.back_to_back.push(sync()?);
+        probe
+            .after_pause
+            .push(bench_limits::timed_durable_append(&mut file, &line)?);
+        probe
+            .back_to_back
+            .push(bench_limits::timed_durable_append(&mut file, &line)?);
     }
     std::fs::remove_file(&path)?;
     Ok(probe)
