@@ -221,3 +221,105 @@ impl Installed {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// An extension that overrides nothing, so every answer is a trait default.
+    #[derive(Debug)]
+    struct Bare;
+
+    impl Extension for Bare {}
+
+    /// A call of `arguments` whose notifications are kept in `sent`.
+    fn call(
+        arguments: JsonValue,
+        progress_token: Option<JsonValue>,
+        sent: &Arc<Mutex<Vec<JsonValue>>>,
+    ) -> ExtensionCall {
+        let sent = Arc::clone(sent);
+        let notify: Arc<dyn NotificationSink> =
+            Arc::new(move |note: JsonValue| sent.lock().unwrap().push(note));
+        ExtensionCall::new(
+            arguments.as_object().unwrap().clone(),
+            CancellationToken::new(),
+            "span-1".to_owned(),
+            progress_token,
+            Arc::clone(&notify),
+            RequestLog::new(Some(LogLevel::Info), notify),
+        )
+    }
+
+    #[test]
+    fn a_call_wants_progress_exactly_when_the_client_sent_a_token() {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let check = |progress_token: Option<JsonValue>, expect: bool| {
+            let call = call(json!({}), progress_token.clone(), &sent);
+            assert_eq!(call.wants_progress(), expect, "{progress_token:?}");
+        };
+        check(None, false);
+        check(Some(json!("p")), true);
+        check(Some(json!(-2)), true);
+    }
+
+    #[test]
+    fn progress_without_a_token_sends_nothing_and_with_one_sends_what_was_given() {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        call(json!({}), None, &sent).progress(1.0, Some(2.0), Some("half"));
+        assert_eq!(*sent.lock().unwrap(), Vec::<JsonValue>::new());
+        let with_token = call(json!({}), Some(json!("p")), &sent);
+        with_token.progress(1.0, Some(2.0), Some("half"));
+        with_token.progress(2.0, None, None);
+        let params: Vec<JsonValue> = sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|note| note["params"].clone())
+            .collect();
+        assert_eq!(
+            params,
+            [
+                json!({"progressToken": "p", "progress": 1.0, "total": 2.0, "message": "half"}),
+                json!({"progressToken": "p", "progress": 2.0}),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_debug_form_names_its_fields_but_not_its_sink() {
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let call = call(json!({"text": "ab"}), Some(json!("p")), &sent);
+        assert_eq!(
+            format!("{call:?}"),
+            "ExtensionCall { arguments: {\"text\": String(\"ab\")}, call_id: \"span-1\", \
+             progress_token: Some(String(\"p\")), log: RequestLog { threshold: Some(Info), .. }, \
+             .. }"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_extension_that_overrides_nothing_adds_nothing_and_refuses_every_name() {
+        let bare = Bare;
+        assert_eq!(bare.tools(), Vec::<JsonValue>::new());
+        assert_eq!(bare.prompts(), Vec::<JsonValue>::new());
+        assert_eq!(bare.resources(), Vec::<JsonValue>::new());
+        assert_eq!(bare.resource_templates(), Vec::<JsonValue>::new());
+        assert_eq!(bare.read_resource("fixture://one"), None);
+        assert_eq!(
+            bare.complete(&json!({"type": "ref/prompt", "name": "p"}), "arg", "a"),
+            None
+        );
+        assert_eq!(
+            bare.get_prompt("p", &Map::new()),
+            Err(RpcError::invalid_params("Unknown prompt: p"))
+        );
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        assert_eq!(
+            bare.call_tool("t", call(json!({}), None, &sent)).await,
+            Err(RpcError::invalid_params("Unknown tool: t"))
+        );
+    }
+}
