@@ -313,6 +313,23 @@ mod tests {
                 reason: "expected a positive integer, got \"many\"".to_owned(),
             }),
         );
+        // Zero is the one non-negative integer that is not a positive limit: it is refused as
+        // text and as a JSON integer.
+        for zero in [json!("0"), json!(0)] {
+            check(
+                "triage_failed_tasks",
+                json!({ "limit": zero }),
+                Err(PromptError::Invalid {
+                    argument: "limit",
+                    reason: "expected a positive integer, got \"0\"".to_owned(),
+                }),
+            );
+        }
+        check(
+            "triage_failed_tasks",
+            json!({"limit": "1"}),
+            Ok(&["at most 1 of them"]),
+        );
         check("cost_recap", json!({}), Ok(&["window labelled \"today\""]));
         check(
             "cost_recap",
