@@ -206,4 +206,40 @@ mod tests {
         let silent = RequestLog::new(None, Arc::new(crate::DiscardNotifications));
         assert!(!silent.enabled(LogLevel::Emergency));
     }
+
+    #[test]
+    fn a_level_displays_as_its_wire_name() {
+        let shown: Vec<String> = LogLevel::ALL.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "debug",
+                "info",
+                "notice",
+                "warning",
+                "error",
+                "critical",
+                "alert",
+                "emergency"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_log_reports_its_threshold_and_shows_it_in_its_debug_form() {
+        let check = |threshold: Option<LogLevel>, debug: &str| {
+            let log = RequestLog::new(threshold, Arc::new(crate::DiscardNotifications));
+            assert_eq!(log.threshold(), threshold);
+            assert_eq!(format!("{log:?}"), debug);
+        };
+        check(None, "RequestLog { threshold: None, .. }");
+        check(
+            Some(LogLevel::Notice),
+            "RequestLog { threshold: Some(Notice), .. }",
+        );
+        check(
+            Some(LogLevel::Emergency),
+            "RequestLog { threshold: Some(Emergency), .. }",
+        );
+    }
 }
