@@ -155,9 +155,253 @@ impl Drop for ToolCallMetrics {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use metrics::{
+        Counter, CounterFn, Gauge, GaugeFn, Histogram, HistogramFn, Key, KeyName, Metadata,
+        SharedString, Unit,
+    };
     use serde_json::json;
 
     use super::*;
+
+    /// What a recorder was told: each description as `kind name unit`, each counter or gauge
+    /// update as `kind series operation value`, each histogram sample as `histogram series`
+    /// with its value kept apart in `samples` (durations differ from run to run).
+    #[derive(Debug, Default)]
+    struct Told {
+        described: Vec<String>,
+        updates: Vec<String>,
+        samples: Vec<f64>,
+    }
+
+    /// A recorder that writes down everything it is told (installed for one closure only).
+    #[derive(Default)]
+    struct Recording {
+        told: Arc<Mutex<Told>>,
+    }
+
+    impl Recording {
+        fn describe(&self, kind: &str, name: &KeyName, unit: Option<Unit>) {
+            let line = format!("{kind} {} {unit:?}", name.as_str());
+            self.told.lock().unwrap().described.push(line);
+        }
+
+        fn series(&self, kind: &str, key: &Key) -> Arc<Series> {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|label| format!("{}={}", label.key(), label.value()))
+                .collect();
+            Arc::new(Series {
+                name: format!("{kind} {}{{{}}}", key.name(), labels.join(",")),
+                told: Arc::clone(&self.told),
+            })
+        }
+    }
+
+    impl metrics::Recorder for Recording {
+        fn describe_counter(&self, name: KeyName, unit: Option<Unit>, _: SharedString) {
+            self.describe("counter", &name, unit);
+        }
+        fn describe_gauge(&self, name: KeyName, unit: Option<Unit>, _: SharedString) {
+            self.describe("gauge", &name, unit);
+        }
+        fn describe_histogram(&self, name: KeyName, unit: Option<Unit>, _: SharedString) {
+            self.describe("histogram", &name, unit);
+        }
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            Counter::from_arc(self.series("counter", key))
+        }
+        fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::from_arc(self.series("gauge", key))
+        }
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::from_arc(self.series("histogram", key))
+        }
+    }
+
+    /// One series as the recorder registered it.
+    struct Series {
+        name: String,
+        told: Arc<Mutex<Told>>,
+    }
+
+    impl Series {
+        fn update(&self, operation: &str, value: f64) {
+            let line = format!("{} {operation} {value}", self.name);
+            self.told.lock().unwrap().updates.push(line);
+        }
+    }
+
+    impl CounterFn for Series {
+        fn increment(&self, value: u64) {
+            self.update("increment", value as f64);
+        }
+        fn absolute(&self, value: u64) {
+            self.update("absolute", value as f64);
+        }
+    }
+
+    impl GaugeFn for Series {
+        fn increment(&self, value: f64) {
+            self.update("increment", value);
+        }
+        fn decrement(&self, value: f64) {
+            self.update("decrement", value);
+        }
+        fn set(&self, value: f64) {
+            self.update("set", value);
+        }
+    }
+
+    impl HistogramFn for Series {
+        fn record(&self, value: f64) {
+            let mut told = self.told.lock().unwrap();
+            told.updates.push(self.name.clone());
+            told.samples.push(value);
+        }
+    }
+
+    /// What `run` told the metrics facade.
+    fn told(run: impl FnOnce()) -> Told {
+        let recording = Recording::default();
+        metrics::with_local_recorder(&recording, run);
+        std::mem::take(&mut *recording.told.lock().unwrap())
+    }
+
+    #[test]
+    fn describe_names_every_metric_of_the_server_with_its_unit() {
+        let told = told(describe);
+        assert_eq!(
+            told.described,
+            [
+                "counter bernstein_mcp_tool_calls_total None",
+                "histogram bernstein_mcp_tool_call_duration_seconds Some(Seconds)",
+                "gauge bernstein_mcp_tool_calls_in_flight None",
+                "counter bernstein_mcp_jsonrpc_errors_total None",
+                "histogram bernstein_mcp_anchor_append_duration_seconds Some(Seconds)",
+                "histogram bernstein_mcp_group_commit_batch_size None",
+                "histogram bernstein_mcp_fsync_duration_seconds Some(Seconds)",
+                "histogram bernstein_mcp_backend_round_trip_seconds Some(Seconds)",
+            ]
+        );
+        assert!(told.updates.is_empty(), "{told:?}");
+    }
+
+    #[test]
+    fn errors_and_anchoring_are_recorded_in_their_own_series() {
+        let told = told(|| {
+            jsonrpc_error(&RpcError::invalid_params("bad"));
+            jsonrpc_error(&RpcError::new(-32601, "Method not found: x"));
+            anchor_committed(Instant::now());
+            group_committed(3);
+        });
+        assert_eq!(
+            told.updates,
+            [
+                "counter bernstein_mcp_jsonrpc_errors_total{code=-32602} increment 1",
+                "counter bernstein_mcp_jsonrpc_errors_total{code=-32601} increment 1",
+                "histogram bernstein_mcp_anchor_append_duration_seconds{}",
+                "histogram bernstein_mcp_group_commit_batch_size{}",
+            ]
+        );
+        // The anchoring latency is some non-negative number of seconds; the batch is its size.
+        assert!(told.samples[0] >= 0.0, "{told:?}");
+        assert_eq!(told.samples[1], 3.0);
+    }
+
+    #[test]
+    fn a_call_is_counted_by_tool_and_outcome_when_its_measure_is_dropped() {
+        let check = |tool: Option<&str>, end: &dyn Fn(ToolCallMetrics), expect: [&str; 2]| {
+            let told = told(|| end(ToolCallMetrics::start(tool)));
+            let [counted, timed] = expect;
+            assert_eq!(
+                told.updates,
+                [
+                    "gauge bernstein_mcp_tool_calls_in_flight{} increment 1",
+                    "gauge bernstein_mcp_tool_calls_in_flight{} decrement 1",
+                    counted,
+                    timed,
+                ],
+                "{tool:?}"
+            );
+            assert!(told.samples[0] >= 0.0, "{told:?}");
+        };
+        let finished = |firewall_refused: bool, answer: Result<JsonValue, RpcError>| {
+            move |mut call: ToolCallMetrics| {
+                if firewall_refused {
+                    call.firewall_refused();
+                }
+                call.finish(&answer);
+            }
+        };
+        let health = "histogram bernstein_mcp_tool_call_duration_seconds{tool=bernstein_health}";
+        check(
+            Some("bernstein_health"),
+            &finished(false, Ok(json!({"isError": false}))),
+            [
+                "counter bernstein_mcp_tool_calls_total{tool=bernstein_health,outcome=ok} increment 1",
+                health,
+            ],
+        );
+        check(
+            Some("bernstein_health"),
+            &finished(false, Ok(json!({"isError": true}))),
+            [
+                "counter bernstein_mcp_tool_calls_total{tool=bernstein_health,outcome=tool_error} increment 1",
+                health,
+            ],
+        );
+        check(
+            Some("bernstein_health"),
+            &finished(true, Ok(json!({"isError": true}))),
+            [
+                "counter bernstein_mcp_tool_calls_total{tool=bernstein_health,outcome=refused} increment 1",
+                health,
+            ],
+        );
+        check(
+            Some("bernstein_health"),
+            &finished(false, Ok(json!({"cancelled": true}))),
+            [
+                "counter bernstein_mcp_tool_calls_total{tool=bernstein_health,outcome=cancelled} increment 1",
+                health,
+            ],
+        );
+        // A name the catalogue does not serve is counted as one `unknown` series.
+        check(
+            None,
+            &finished(false, Err(RpcError::invalid_params("Unknown tool: x"))),
+            [
+                "counter bernstein_mcp_tool_calls_total{tool=unknown,outcome=refused} increment 1",
+                "histogram bernstein_mcp_tool_call_duration_seconds{tool=unknown}",
+            ],
+        );
+        // A call dropped before it finished was stopped: aborted by a timeout or a transport.
+        check(
+            Some("bernstein_health"),
+            &drop,
+            [
+                "counter bernstein_mcp_tool_calls_total{tool=bernstein_health,outcome=cancelled} increment 1",
+                health,
+            ],
+        );
+        // A call dropped while its tool panics is a tool error.
+        check(
+            Some("bernstein_health"),
+            &|call| {
+                let unwound = std::panic::catch_unwind(move || {
+                    let _call = call;
+                    panic!("the tool panicked");
+                });
+                assert!(unwound.is_err());
+            },
+            [
+                "counter bernstein_mcp_tool_calls_total{tool=bernstein_health,outcome=tool_error} increment 1",
+                health,
+            ],
+        );
+    }
 
     fn outcome_of(firewall_refused: bool, answer: Result<JsonValue, RpcError>) -> CallOutcome {
         let mut call = ToolCallMetrics::start(Some("bernstein_health"));
