@@ -114,6 +114,9 @@ pub const MAX_GROUP: usize = RECENT_ROWS_PER_EVENT;
 #[derive(Debug)]
 pub struct Anchor {
     run_id: String,
+    /// The trace id every anchored call without a client `traceparent` carries: it depends on
+    /// the run id alone, so it is worked out (two SHA-256 digests) once, not per call.
+    trace_id: String,
     audit: AuditChain,
     // One writer per dispatcher: `elapsed_s` in the rows then counts from the server's start,
     // as the reference's long-lived journal object does.
@@ -292,6 +295,7 @@ impl Anchor {
         let writer = JournalWriter::open(project_root, run_id, HashProfile::PyJsonV1)?;
         Ok(Anchor {
             run_id: run_id.to_owned(),
+            trace_id: trace_id_for_run(run_id),
             audit: AuditChain::open(project_root.join(".sdd").join("audit"), key),
             writer: Mutex::new(AnchorWriter {
                 journal: writer,
@@ -559,7 +563,7 @@ impl Anchor {
                     let (trace_id, span_id) = match &call.traceparent {
                         Some(parent) => (parent.trace_id.clone(), parent.parent_id.clone()),
                         None => (
-                            trace_id_for_run(&self.run_id),
+                            self.trace_id.clone(),
                             span_id_for_call(&call.content_hash, next),
                         ),
                     };

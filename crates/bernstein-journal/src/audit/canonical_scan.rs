@@ -15,7 +15,7 @@
 //! accepts is one the full path accepts with the same members, and the property tests below
 //! hold it to that.
 
-use bernstein_protocol::pyjson::{Dialect, Value, write_repr_layout};
+use bernstein_protocol::pyjson::{Dialect, Value, plain_run, write_repr_layout};
 
 /// Nesting deeper than this is left to the full path (which has its own limit).
 const MAX_SCAN_DEPTH: usize = 64;
@@ -39,10 +39,38 @@ pub(crate) struct ScannedRecord<'a> {
     pub(crate) event_type: Option<&'a [u8]>,
     /// `details.prev_chain_digest`, when `details` is an object holding it as a string.
     pub(crate) stated_predecessor: Option<&'a [u8]>,
+    /// The members of `details` the run-head index reads.
+    pub(crate) run_details: RunDetails<'a>,
     /// The byte range to cut out of the line to get the HMAC pre-image: the top-level `hmac`
     /// member and the `", "` that joined it to a neighbour. `None` when the line has no `hmac`
     /// member, and then the whole line is the pre-image.
     pub(crate) hmac_cut: Option<(usize, usize)>,
+}
+
+/// The members of a record's `details` that name its runs and a seal's outcome
+/// ([`super::head_index`] reads them), each as the scanner found it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RunDetails<'a> {
+    /// `details.run_id`.
+    pub(crate) run_id: DetailText<'a>,
+    /// `details.task_id`.
+    pub(crate) task_id: DetailText<'a>,
+    /// `details.status`.
+    pub(crate) status: DetailText<'a>,
+    /// `details.journal_head`.
+    pub(crate) journal_head: DetailText<'a>,
+}
+
+/// One member of `details`, as far as a reader of its text needs to know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum DetailText<'a> {
+    /// Absent, not a string, or `details` is not an object: the full path reads no text.
+    #[default]
+    Absent,
+    /// A string with no escape: its bytes are its text.
+    Plain(&'a [u8]),
+    /// A string with an escape, whose text only the full path decodes.
+    Escaped,
 }
 
 impl<'a> ScannedRecord<'a> {
@@ -68,55 +96,12 @@ pub(crate) fn scan_canonical_record(line: &[u8]) -> Option<ScannedRecord<'_>> {
             prev_hmac: None,
             event_type: None,
             stated_predecessor: None,
+            run_details: RunDetails::default(),
             hmac_cut: None,
         },
     };
     scanner.object(0, Place::Top)?;
     (scanner.at == line.len()).then_some(scanner.record)
-}
-
-/// How many bytes at the start of `text` a string holds as they stand: printable ASCII other
-/// than `"` and `\`. The first byte after them ends the string (`"`), starts an escape (`\`)
-/// or makes the string one the scanner declines. Eight bytes are tested at a time, and the
-/// first stop in a word is found from its mark ([`stop_marks`]) without walking its bytes;
-/// only the last few bytes of `text`, fewer than eight, are tested one by one.
-fn plain_run(text: &[u8]) -> usize {
-    let mut at = 0;
-    while let Some(word) = text
-        .get(at..at + 8)
-        .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
-    {
-        let marks = stop_marks(u64::from_le_bytes(word));
-        if marks != 0 {
-            return at + (marks.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    at + text[at..]
-        .iter()
-        .position(|&b| !is_plain(b))
-        .unwrap_or(text.len() - at)
-}
-
-/// Whether `b` is printable ASCII other than `"` and `\`.
-fn is_plain(b: u8) -> bool {
-    (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\'
-}
-
-/// The high bit of each byte of `word` (read little-endian) that is not [`is_plain`], by the
-/// classic word-at-a-time tests: a byte below `0x20`, a byte above `0x7e`, and a byte equal to
-/// `"` or `\`. A test's borrow or carry can only mark bytes above (later than) one that truly
-/// matches, so the lowest mark is always exact: it is the first stop, and no mark means none.
-fn stop_marks(word: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    let above_tilde = (word.wrapping_add(ONES) | word) & HIGHS;
-    below_space
-        | above_tilde
-        | zero_bytes(word ^ (ONES * u64::from(b'"')))
-        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// Whether object key `previous` sorts strictly before `key`, as bytes. Keys of one object
@@ -324,6 +309,18 @@ impl<'a> Scanner<'a> {
                 let stated = self.plain_string()?;
                 self.record.stated_predecessor = (!stated.is_empty()).then_some(stated);
             }
+            (Place::Details, b"run_id") if self.peek() == Some(b'"') => {
+                self.record.run_details.run_id = self.detail_text()?;
+            }
+            (Place::Details, b"task_id") if self.peek() == Some(b'"') => {
+                self.record.run_details.task_id = self.detail_text()?;
+            }
+            (Place::Details, b"status") if self.peek() == Some(b'"') => {
+                self.record.run_details.status = self.detail_text()?;
+            }
+            (Place::Details, b"journal_head") if self.peek() == Some(b'"') => {
+                self.record.run_details.journal_head = self.detail_text()?;
+            }
             _ => self.value(depth + 1)?,
         }
         Some(())
@@ -427,12 +424,24 @@ impl<'a> Scanner<'a> {
     fn plain_string(&mut self) -> Option<&'a [u8]> {
         self.eat(b"\"")?;
         let start = self.at;
-        let end = start + plain_run(self.bytes.get(start..)?);
+        let end = start + plain_run(self.bytes.get(start..)?, true);
         if self.bytes.get(end) != Some(&b'"') {
             return None;
         }
         self.at = end + 1;
         Some(&self.bytes[start..end])
+    }
+
+    /// A string, as [`Scanner::string`] accepts it, read as a [`DetailText`].
+    fn detail_text(&mut self) -> Option<DetailText<'a>> {
+        let start = self.at;
+        self.string()?;
+        let text = &self.bytes[start + 1..self.at - 1];
+        Some(if text.contains(&b'\\') {
+            DetailText::Escaped
+        } else {
+            DetailText::Plain(text)
+        })
     }
 
     /// A string as `ensure_ascii` writes it: printable ASCII but `"` and `\`, the short
@@ -441,7 +450,7 @@ impl<'a> Scanner<'a> {
     fn string(&mut self) -> Option<()> {
         self.eat(b"\"")?;
         loop {
-            self.at += plain_run(self.bytes.get(self.at..)?);
+            self.at += plain_run(self.bytes.get(self.at..)?, true);
             match self.peek()? {
                 b'"' => {
                     self.at += 1;
@@ -497,7 +506,7 @@ impl<'a> Scanner<'a> {
 
 #[cfg(test)]
 mod tests {
-    use bernstein_protocol::pyjson::Object;
+    use bernstein_protocol::pyjson::{Object, is_plain};
     use proptest::prelude::*;
 
     use super::*;
@@ -521,12 +530,31 @@ mod tests {
             },
             _ => None,
         };
+        let details = match parsed.record.get("details") {
+            Some(Value::Object(details)) => Some(details),
+            _ => None,
+        };
+        // The writer escapes exactly the characters that are not plain, so a decoded string
+        // of plain characters was written as it reads.
+        let detail = |key: &str| match details.and_then(|details| details.get(key)) {
+            Some(Value::Str(s)) if s.bytes().all(|b| is_plain(b, true)) => {
+                DetailText::Plain(Box::leak(s.clone().into_bytes().into_boxed_slice()))
+            }
+            Some(Value::Str(_)) => DetailText::Escaped,
+            _ => DetailText::Absent,
+        };
         Some(ScannedRecord {
             scheme: parsed.scheme?.number(),
             hmac: text("hmac"),
             prev_hmac: text("prev_hmac"),
             event_type: text("event_type"),
             stated_predecessor: stated,
+            run_details: RunDetails {
+                run_id: detail("run_id"),
+                task_id: detail("task_id"),
+                status: detail("status"),
+                journal_head: detail("journal_head"),
+            },
             hmac_cut: None,
         })
     }
@@ -626,6 +654,17 @@ mod tests {
             &format!("{}1{}", "{\"a\": ".repeat(80), "}".repeat(80)),
             false,
         );
+        // The members naming runs are read from `details` alone, escaped or not.
+        check(
+            r#"{"details": {"journal_head": "ab", "run_id": "r-1", "status": "done", "task_id": "t\u00e9"}, "hmac": "ff"}"#,
+            true,
+        );
+        check(r#"{"details": {"run_id": 5, "task_id": ["t"]}}"#, true);
+        check(
+            r#"{"details": {"x": {"run_id": "nested"}}, "run_id": "top"}"#,
+            true,
+        );
+        check(r#"{"details": {"run_id": "\/"}}"#, false);
         // A stated predecessor that is empty or not a string makes no claim.
         check(r#"{"details": {"prev_chain_digest": ""}}"#, true);
         check(r#"{"details": {"prev_chain_digest": 7}}"#, true);
@@ -711,38 +750,55 @@ mod tests {
             prop::option::of(value()),
             prop::option::of(prop::option::of("[0-9a-f]{0,4}")),
             value(),
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec!["run_id", "task_id", "status", "journal_head"]),
+                    prop_oneof![
+                        "[a-z0-9-]{0,8}".prop_map(Value::from),
+                        "[a-z\"\\\\\u{e9}\n]{0,4}".prop_map(Value::from),
+                        value(),
+                    ],
+                ),
+                0..4,
+            ),
         )
-            .prop_map(|(hmac, prev, event, scheme, details, stated, extra)| {
-                let mut record = Object::new();
-                if let Some(hmac) = hmac {
-                    record.insert("hmac", hmac);
-                }
-                if let Some(prev) = prev {
-                    record.insert("prev_hmac", prev);
-                }
-                if let Some(event) = event {
-                    record.insert("event_type", event);
-                }
-                if let Some(scheme) = scheme {
-                    record.insert("scheme", scheme);
-                }
-                let mut details = match details {
-                    Some(Value::Object(details)) => details,
-                    Some(other) => {
-                        record.insert("details", other);
-                        Object::new()
+            .prop_map(
+                |(hmac, prev, event, scheme, details, stated, extra, named)| {
+                    let mut record = Object::new();
+                    if let Some(hmac) = hmac {
+                        record.insert("hmac", hmac);
                     }
-                    None => Object::new(),
-                };
-                if let Some(stated) = stated {
-                    details.insert("prev_chain_digest", stated.map_or(Value::Null, Value::from));
-                }
-                if !details.is_empty() {
-                    record.insert("details", details);
-                }
-                record.insert("extra", extra);
-                Value::Object(record)
-            })
+                    if let Some(prev) = prev {
+                        record.insert("prev_hmac", prev);
+                    }
+                    if let Some(event) = event {
+                        record.insert("event_type", event);
+                    }
+                    if let Some(scheme) = scheme {
+                        record.insert("scheme", scheme);
+                    }
+                    let mut details = match details {
+                        Some(Value::Object(details)) => details,
+                        Some(other) => {
+                            record.insert("details", other);
+                            Object::new()
+                        }
+                        None => Object::new(),
+                    };
+                    if let Some(stated) = stated {
+                        details
+                            .insert("prev_chain_digest", stated.map_or(Value::Null, Value::from));
+                    }
+                    for (key, value) in named {
+                        details.insert(key, value);
+                    }
+                    if !details.is_empty() {
+                        record.insert("details", details);
+                    }
+                    record.insert("extra", extra);
+                    Value::Object(record)
+                },
+            )
     }
 
     fn check_short_float(text: &str, expect: Option<bool>) {
@@ -815,47 +871,6 @@ mod tests {
         check_short_float("1E+16", Some(false));
     }
 
-    /// The byte-by-byte answer [`plain_run`] must give.
-    fn plain_run_bytewise(text: &[u8]) -> usize {
-        text.iter()
-            .position(|&b| !is_plain(b))
-            .unwrap_or(text.len())
-    }
-
-    #[test]
-    fn a_plain_run_stops_at_the_first_byte_a_string_cannot_hold_as_it_stands() {
-        let check = |text: &[u8], expect: usize| {
-            assert_eq!(
-                plain_run(text),
-                expect,
-                "{:?}",
-                String::from_utf8_lossy(text)
-            );
-            assert_eq!(plain_run_bytewise(text), expect);
-        };
-        check(b"", 0);
-        check(b"abc", 3);
-        check(b"abcdefgh", 8);
-        check(b"abcdefghijklmnopq", 17);
-        check(b"abcdefgh\"", 8);
-        check(b"abcdefghij\\n", 10);
-        check(b" ~ ~ ~ ~ ~ ~ ~ ~", 16);
-        // Every byte that stops a run, at every position of a 24-byte text.
-        let stops = (0u8..0x20).chain([b'"', b'\\', 0x7f, 0x80, 0xc3, 0xff]);
-        for stop in stops {
-            for at in 0..24 {
-                let mut text = vec![b'a'; 24];
-                text[at] = stop;
-                check(&text, at);
-                // A byte below or above the stop, which a borrow or carry could disturb.
-                text[..at].fill(b' ');
-                check(&text, at);
-                text[..at].fill(b'~');
-                check(&text, at);
-            }
-        }
-    }
-
     #[test]
     fn keys_sort_before_others_as_bytes_do() {
         let check = |previous: &[u8], key: &[u8], expect: bool| {
@@ -883,17 +898,6 @@ mod tests {
             key in prop::collection::vec(prop_oneof![b'a'..b'd', any::<u8>()], 0..6),
         ) {
             prop_assert_eq!(sorts_before(&previous, &key), previous < key);
-        }
-
-        /// The word-at-a-time run agrees with the byte-by-byte one on any bytes.
-        #[test]
-        fn plain_runs_agree_with_the_bytewise_test(
-            text in prop::collection::vec(
-                prop_oneof![any::<u8>(), 0x20u8..0x7f, Just(b'"'), Just(b'\\')],
-                0..80,
-            ),
-        ) {
-            prop_assert_eq!(plain_run(&text), plain_run_bytewise(&text));
         }
 
         /// Whatever `repr` writes for a double, and that text bent a little, the text-only

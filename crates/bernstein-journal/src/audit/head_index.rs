@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bernstein_protocol::pyjson::{Object, Value};
 
+use super::canonical_scan::{DetailText, ScannedRecord, scan_canonical_record};
 use super::record::{parse_record_line, python_str};
 use super::segments::{LineReader, SegmentKind, archived_segments, live_segments, open_forward};
 use crate::run_journal::task_run_id;
@@ -355,38 +356,30 @@ impl RunHeadIndex {
 
     /// Takes one line into account.
     fn observe(&mut self, bytes: &[u8], live: bool, segment: &str, offset: u64) {
-        if bytes.is_empty() {
-            return;
-        }
-        let Ok(parsed) = parse_record_line(bytes, false) else {
+        let Some(fields) = EntryFields::of_line(bytes) else {
             return;
         };
-        let record = parsed.record;
-        let Some(hmac) = record.get("hmac").map(python_str) else {
-            return;
-        };
-        let event_type = record
-            .get("event_type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let EntryFields {
+            hmac,
+            event_type,
+            run_id,
+            task_id,
+            status,
+            journal_head,
+        } = fields;
         let position = Position {
             live,
             segment: segment.to_owned(),
             offset,
         };
-        let details = record.get("details").and_then(Value::as_object);
         let is_seal = event_type == EVENT_TASK_HANDLE;
+        let runs = runs_named(&event_type, run_id.as_deref(), task_id.as_deref());
         let entry = IndexedEntry {
             hmac: hmac.clone(),
             segment: segment.to_owned(),
             offset,
-            status: is_seal
-                .then(|| details.and_then(|d| detail_str(d, "status")))
-                .flatten(),
-            journal_head: is_seal
-                .then(|| details.and_then(|d| detail_str(d, "journal_head")))
-                .flatten(),
+            status: status.filter(|_| is_seal),
+            journal_head: journal_head.filter(|_| is_seal),
             event_type,
         };
         if entry.event_type != EVENT_STATELESS_CALL
@@ -397,7 +390,7 @@ impl RunHeadIndex {
         {
             self.state_head = Some((position.clone(), hmac));
         }
-        for run in named_runs(&entry.event_type, details) {
+        for run in runs {
             let heads = self.runs.entry(run).or_default();
             if heads
                 .newest
@@ -470,8 +463,98 @@ fn settled(meta: &std::fs::Metadata) -> bool {
         .is_some_and(|age| age >= SETTLED_MTIME)
 }
 
-fn detail_str(details: &Object, key: &str) -> Option<String> {
-    details.get(key).and_then(Value::as_str).map(str::to_owned)
+/// The members of an entry the index reads. `None` for a line that is not a canonical record
+/// carrying an `hmac`, which the index passes over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct EntryFields {
+    /// The stored `hmac`, as Python's `str` writes it.
+    hmac: String,
+    /// `event_type` when it is a string, else empty.
+    event_type: String,
+    /// The strings `details.run_id`, `details.task_id`, `details.status` and
+    /// `details.journal_head`.
+    run_id: Option<String>,
+    task_id: Option<String>,
+    status: Option<String>,
+    journal_head: Option<String>,
+}
+
+impl EntryFields {
+    /// Reads `bytes` through the verifier's scanner, which proves a writer-shaped line
+    /// canonical without building it; a line the scanner declines, or whose members it cannot
+    /// give as plain text, is parsed in full. Both read the same members from the same line.
+    fn of_line(bytes: &[u8]) -> Option<EntryFields> {
+        if bytes.is_empty() {
+            return None;
+        }
+        match scan_canonical_record(bytes).map(|scanned| EntryFields::of_scanned(&scanned)) {
+            Some(Scanned::Entry(fields)) => Some(fields),
+            Some(Scanned::NoHmac) => None,
+            Some(Scanned::Escaped) | None => EntryFields::of_parsed(bytes),
+        }
+    }
+
+    fn of_scanned(scanned: &ScannedRecord<'_>) -> Scanned {
+        let Some(hmac) = scanned.hmac else {
+            return Scanned::NoHmac;
+        };
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        let detail = |member: DetailText<'_>| match member {
+            DetailText::Absent => Ok(None),
+            DetailText::Plain(bytes) => Ok(Some(text(bytes))),
+            DetailText::Escaped => Err(()),
+        };
+        let details = &scanned.run_details;
+        let (Ok(run_id), Ok(task_id), Ok(status), Ok(journal_head)) = (
+            detail(details.run_id),
+            detail(details.task_id),
+            detail(details.status),
+            detail(details.journal_head),
+        ) else {
+            return Scanned::Escaped;
+        };
+        Scanned::Entry(EntryFields {
+            hmac: text(hmac),
+            event_type: scanned.event_type.map(text).unwrap_or_default(),
+            run_id,
+            task_id,
+            status,
+            journal_head,
+        })
+    }
+
+    fn of_parsed(bytes: &[u8]) -> Option<EntryFields> {
+        let record = parse_record_line(bytes, false).ok()?.record;
+        let hmac = record.get("hmac").map(python_str)?;
+        let details = record.get("details").and_then(Value::as_object);
+        let detail = |key: &str| {
+            details
+                .and_then(|details| details.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        Some(EntryFields {
+            hmac,
+            event_type: record
+                .get("event_type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            run_id: detail("run_id"),
+            task_id: detail("task_id"),
+            status: detail("status"),
+            journal_head: detail("journal_head"),
+        })
+    }
+}
+
+/// What the scanner's reading of a line gives the index.
+enum Scanned {
+    Entry(EntryFields),
+    /// A canonical record without an `hmac`: passed over.
+    NoHmac,
+    /// A member the index reads holds an escape: the full parse decodes it.
+    Escaped,
 }
 
 /// The runs an entry names (see the module docs): at most two.
@@ -479,12 +562,18 @@ pub fn named_runs(event_type: &str, details: Option<&Object>) -> Vec<String> {
     let Some(details) = details else {
         return Vec::new();
     };
+    let text = |key: &str| details.get(key).and_then(Value::as_str);
+    runs_named(event_type, text("run_id"), text("task_id"))
+}
+
+/// [`named_runs`] from the two members it reads.
+fn runs_named(event_type: &str, run_id: Option<&str>, task_id: Option<&str>) -> Vec<String> {
     let mut runs = Vec::new();
-    if let Some(run) = details.get("run_id").and_then(Value::as_str) {
+    if let Some(run) = run_id {
         runs.push(run.to_owned());
     }
     if event_type != EVENT_STATELESS_CALL
-        && let Some(task) = details.get("task_id").and_then(Value::as_str)
+        && let Some(task) = task_id
     {
         let run = task_run_id(task);
         if !runs.contains(&run) {
@@ -549,6 +638,70 @@ mod tests {
 
     fn chain(dir: &Path) -> AuditChain {
         AuditChain::open(dir, AuditKey::from_master_bytes(b"k".repeat(64)))
+    }
+
+    /// The members the index reads from `line`, and whether the scanner gave them without the
+    /// full parse; they must be what the full parse reads.
+    fn check_fields(line: &str, scanned: bool, expect: Option<(&str, &[Option<&str>; 4])>) {
+        let fields = EntryFields::of_line(line.as_bytes());
+        assert_eq!(fields, EntryFields::of_parsed(line.as_bytes()), "{line}");
+        let by_scan = scan_canonical_record(line.as_bytes())
+            .map(|record| EntryFields::of_scanned(&record))
+            .is_some_and(|read| matches!(read, Scanned::Entry(_) | Scanned::NoHmac));
+        assert_eq!(by_scan, scanned, "{line}");
+        let owned = |text: &Option<&str>| text.map(str::to_owned);
+        assert_eq!(
+            fields.map(|f| (
+                f.event_type,
+                [f.run_id, f.task_id, f.status, f.journal_head]
+            )),
+            expect.map(|(event, details)| (event.to_owned(), details.each_ref().map(owned))),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_scanner_and_the_full_parse_read_the_same_members() {
+        check_fields(
+            r#"{"details": {"journal_head": "jh", "run_id": "r-1", "status": "done", "task_id": "t1"}, "event_type": "task.handle", "hmac": "ff"}"#,
+            true,
+            Some((
+                "task.handle",
+                &[Some("r-1"), Some("t1"), Some("done"), Some("jh")],
+            )),
+        );
+        // An escaped member is decoded by the full parse.
+        check_fields(
+            r#"{"details": {"run_id": "r\u00e9"}, "event_type": "e", "hmac": "ff"}"#,
+            false,
+            Some(("e", &[Some("r\u{e9}"), None, None, None])),
+        );
+        check_fields(
+            r#"{"details": {"task_id": "a\"b"}, "hmac": "ff"}"#,
+            false,
+            Some(("", &[None, Some("a\"b"), None, None])),
+        );
+        // Members that are not strings, or not directly in `details`, name nothing.
+        check_fields(
+            r#"{"details": {"run_id": 5, "x": {"task_id": "t"}}, "hmac": "ff", "task_id": "top"}"#,
+            true,
+            Some(("", &[None, None, None, None])),
+        );
+        check_fields(
+            r#"{"details": ["r"], "event_type": "e", "hmac": "ff"}"#,
+            true,
+            Some(("e", &[None, None, None, None])),
+        );
+        // No `hmac`, or not a canonical record: the line is passed over.
+        check_fields(r#"{"details": {"run_id": "r"}}"#, true, None);
+        check_fields(r#"{"details": {"run_id":"r"}, "hmac": "ff"}"#, false, None);
+        // A stored `hmac` that is not a string is read as Python's `str` writes it.
+        check_fields(
+            r#"{"hmac": 5}"#,
+            false,
+            Some(("", &[None, None, None, None])),
+        );
+        check_fields("", false, None);
     }
 
     fn event(event_type: &str, details: Object) -> AuditEvent {
