@@ -218,3 +218,65 @@ pub(crate) async fn run_alias(
         other => plain(Object::new().with("error", format!("Unknown tool: {other}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bernstein_protocol::pyjson::{Object, Value};
+
+    use super::{arg_bool, arg_i64, arg_str};
+
+    /// The arguments object `{"x": value}`, or `{}` for `None`.
+    fn args(value: Option<Value>) -> Object {
+        match value {
+            Some(value) => Object::new().with("x", value),
+            None => Object::new(),
+        }
+    }
+
+    #[test]
+    fn an_integer_argument_is_an_int_or_a_finite_float_without_a_fraction() {
+        fn check(value: Option<Value>, expect: Option<i64>) {
+            assert_eq!(arg_i64(&args(value.clone()), "x"), expect, "{value:?}");
+        }
+        check(Some(Value::from(7)), Some(7));
+        check(Some(Value::from(-3)), Some(-3));
+        check(Some(Value::from(i64::MAX)), Some(i64::MAX));
+        // An integer no i64 holds is not an integer argument.
+        check(Some(Value::from(u64::MAX)), None);
+        // Pydantic's lax mode takes a float that is a whole number.
+        check(Some(Value::Float(3.0)), Some(3));
+        check(Some(Value::Float(-12.0)), Some(-12));
+        check(Some(Value::Float(2.5)), None);
+        check(Some(Value::Float(-0.25)), None);
+        check(Some(Value::Float(f64::INFINITY)), None);
+        check(Some(Value::Float(f64::NAN)), None);
+        check(Some(Value::from("4")), None);
+        check(Some(Value::from(true)), None);
+        check(Some(Value::Null), None);
+        check(None, None);
+    }
+
+    #[test]
+    fn a_boolean_argument_is_a_json_boolean_only() {
+        fn check(value: Option<Value>, expect: Option<bool>) {
+            assert_eq!(arg_bool(&args(value.clone()), "x"), expect, "{value:?}");
+        }
+        check(Some(Value::from(true)), Some(true));
+        check(Some(Value::from(false)), Some(false));
+        check(Some(Value::from("true")), None);
+        check(Some(Value::from(1)), None);
+        check(None, None);
+    }
+
+    #[test]
+    fn a_string_argument_is_a_json_string_only() {
+        fn check(value: Option<Value>, expect: Option<&str>) {
+            assert_eq!(arg_str(&args(value.clone()), "x"), expect, "{value:?}");
+        }
+        check(Some(Value::from("worker-1")), Some("worker-1"));
+        check(Some(Value::from("")), Some(""));
+        check(Some(Value::from(1)), None);
+        check(Some(Value::Null), None);
+        check(None, None);
+    }
+}

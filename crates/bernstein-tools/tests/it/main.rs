@@ -3,8 +3,10 @@
 //! run-handle polling.
 
 mod common;
+mod confinement;
 mod errors;
 mod firewall;
+mod forwarding;
 mod hostile_fs;
 mod listing;
 mod reference_replay;
@@ -13,4 +15,5 @@ mod remote_lifecycle;
 mod run_status;
 mod settling;
 mod shutdown;
+mod status_pages;
 mod worker_loop;

@@ -13,14 +13,14 @@ use tokio::net::TcpListener;
 use crate::common::{config, payload};
 
 /// A base URL nothing listens on.
-async fn closed_port() -> String {
+pub(crate) async fn closed_port() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     drop(listener);
     format!("http://{address}")
 }
 
-fn context(base_url: &str, workdir: &std::path::Path) -> ToolContext {
+pub(crate) fn context(base_url: &str, workdir: &std::path::Path) -> ToolContext {
     let remote = RemoteBackend::new(RemoteConfig::new(base_url)).unwrap();
     ToolContext::new(workdir, Arc::new(Backend::remote(remote)))
 }
@@ -60,7 +60,9 @@ async fn an_unreachable_server_answers_the_reference_outage_payloads() {
 
 /// A one-route-table HTTP/1.1 server: answers each request with the body `respond` returns
 /// for `(method, path)`, and records the request lines.
-async fn scripted(respond: fn(&str, &str) -> (u16, String)) -> (String, Arc<Mutex<Vec<String>>>) {
+pub(crate) async fn scripted(
+    respond: fn(&str, &str) -> (u16, String),
+) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));

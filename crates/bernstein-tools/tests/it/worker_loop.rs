@@ -269,6 +269,42 @@ async fn subscribe_ignores_a_task_of_its_role_that_existed_before_the_wait() {
     );
 }
 
+/// A wait of zero seconds, which only permissive validation lets through (the schema's minimum
+/// is one), is not a wait that ends at once: it falls back to the default of 30 s, so a task
+/// created while it waits is still news.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscription_asking_to_wait_zero_seconds_waits_the_default() {
+    let project = Project::new(bernstein_tools::ToolConfig {
+        validation: bernstein_tools::Validation::Permissive,
+        ..config(false)
+    });
+    let waiting = project.call(
+        "bernstein_subscribe",
+        json!({"role": "qa", "timeout_seconds": 0}),
+    );
+    tokio::pin!(waiting);
+    // As above, tasks are created one at a time until the subscription answers.
+    let mut created = 0;
+    let answered = loop {
+        assert!(created < 200, "no answer after 200 new tasks");
+        let outcome = project
+            .call(
+                "bernstein_create_task",
+                json!({"title": format!("check {created}"), "description": "d", "role": "qa"}),
+            )
+            .await;
+        assert!(!outcome.is_error, "{}", outcome.text);
+        created += 1;
+        tokio::select! {
+            answered = &mut waiting => break answered,
+            () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+        }
+    };
+    let body = payload(&answered);
+    assert_eq!(body["timed_out"], false, "{}", answered.text);
+    assert_eq!(body["notifications"].as_array().map(Vec::len), Some(1));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_cancelled_before_it_starts_returns_the_running_chunk() {
     let project = Project::new(config(true));
