@@ -139,4 +139,47 @@ mod tests {
         drop(registration);
         assert!(registry.lock().is_empty(), "a settled call leaves no trace");
     }
+
+    /// Each POST admits its request in a scope of its own, so two clients may both have a call
+    /// with id 1 in flight. A cancel naming an id reaches the call of each, and cancelling
+    /// everything (shutdown past its grace) reaches every call of every client; both count
+    /// the calls they reached, which is what the shutdown's log line reports.
+    #[tokio::test]
+    async fn cancels_reach_the_calls_of_every_scope_and_count_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let dispatcher = bernstein_mcp_core::Dispatcher::builder(dir.path())
+            .audit_key(bernstein_journal::key::AuditKey::from_master_bytes(
+                b"0123456789abcdef".repeat(4),
+            ))
+            .build()
+            .unwrap();
+        let registry = InFlight::default();
+        // Each request stays admitted while its answer is pending, and registered while its
+        // registration is held: both are kept until the end of the test.
+        let running: Vec<_> = [1, 1, 2]
+            .into_iter()
+            .map(|id| {
+                let scope = CallScope::new();
+                let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+                let pending = dispatcher.accept(request, &scope);
+                (pending, registry.register(RequestId::Number(id), scope))
+            })
+            .collect();
+        let check = |cancelled: usize, expect: usize, what: &str| {
+            assert_eq!(cancelled, expect, "{what}");
+        };
+        check(
+            registry.cancel(&RequestId::Number(1)),
+            2,
+            "both calls with id 1",
+        );
+        check(
+            registry.cancel(&RequestId::Number(3)),
+            0,
+            "an id nobody sent",
+        );
+        check(registry.cancel_all(), 3, "every call of every scope");
+        drop(running);
+        check(registry.cancel_all(), 0, "settled calls leave the registry");
+    }
 }
