@@ -1949,6 +1949,31 @@ mod tests {
         assert!(order.ok() && order.calls.len() == 82 && order.abandoned.is_empty());
     }
 
+    /// Reading ahead reads a journal another server left once, whole, on the caller's thread,
+    /// so the first call reads it no more: the dispatcher's own check of this waits on a
+    /// background thread, and a read ahead that reads nothing would only show there at its
+    /// deadline.
+    #[test]
+    fn reading_ahead_reads_the_journal_once_before_the_first_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        Anchor::open(dir.path(), "mcp-calls", key())
+            .unwrap()
+            .anchor("tools/call", Some(&params))
+            .unwrap();
+        let restarted = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
+        assert_eq!(restarted.journal_catch_up_stats().full_reads, 0);
+        restarted.read_ahead();
+        assert_eq!(restarted.journal_catch_up_stats().full_reads, 1);
+        let call = restarted.anchor("tools/call", Some(&params)).unwrap();
+        assert_eq!(call.call_index, 1);
+        assert_eq!(
+            restarted.journal_catch_up_stats().full_reads,
+            1,
+            "the first call read the journal again"
+        );
+    }
+
     #[test]
     fn a_tampered_entry_fails_at_that_entry() {
         let dir = tempfile::tempdir().unwrap();
