@@ -610,4 +610,90 @@ mod tests {
             "\n## Trigger context\n- PR number: #7\n- Branch: `main`\n- Note: nightly\n"
         );
     }
+
+    /// A scenario of `steps` alone, for the estimate (a scenario holds its steps for the life
+    /// of the program, so the test leaks them).
+    fn of_steps(steps: Vec<Step>) -> Scenario {
+        let steps: &'static [Step] = Box::leak(steps.into_boxed_slice());
+        Scenario {
+            id: "custom",
+            name: "Custom",
+            description: "",
+            tags: &[],
+            version: "1.0",
+            steps,
+        }
+    }
+
+    #[test]
+    fn an_estimate_sums_scope_and_complexity_minutes_over_the_roles_that_work_in_parallel() {
+        let check = |steps: Vec<Step>, expect: i64| {
+            let scenario = of_steps(steps);
+            assert_eq!(estimate_minutes(&scenario), expect, "{:?}", scenario.steps);
+        };
+        check(vec![], 0);
+        // Small is 10 minutes, large 60, anything else 25; low is 5, high 35, anything else 15.
+        check(vec![step("t", "d", "qa", 2, "small", "low")], 15);
+        check(vec![step("t", "d", "qa", 2, "large", "high")], 95);
+        check(vec![step("t", "d", "qa", 2, "medium", "medium")], 40);
+        check(vec![step("t", "d", "qa", 2, "unknown", "unknown")], 40);
+        // Two roles halve the sum of 15 and 95; one role twice does not.
+        check(
+            vec![
+                step("t", "d", "qa", 2, "small", "low"),
+                step("t", "d", "backend", 2, "large", "high"),
+            ],
+            55,
+        );
+        check(
+            vec![
+                step("t", "d", "qa", 2, "small", "low"),
+                step("t", "d", "qa", 2, "large", "high"),
+            ],
+            110,
+        );
+        // At most four roles work at once: five steps of 40 minutes over five roles take 50.
+        check(
+            vec![
+                step("t", "d", "a", 2, "medium", "medium"),
+                step("t", "d", "b", 2, "medium", "medium"),
+                step("t", "d", "c", 2, "medium", "medium"),
+                step("t", "d", "d", 2, "medium", "medium"),
+                step("t", "d", "e", 2, "medium", "medium"),
+            ],
+            50,
+        );
+    }
+
+    #[test]
+    fn a_context_block_is_written_when_any_one_of_its_parts_is_given() {
+        let check = |context: &str, pr_number: Option<i64>, branch: Option<&str>, expect: &str| {
+            assert_eq!(
+                context_block(context, pr_number, branch),
+                expect,
+                "{context:?} {pr_number:?} {branch:?}"
+            );
+        };
+        // An empty branch counts as no branch.
+        check("", None, Some(""), "");
+        check(
+            "nightly",
+            None,
+            None,
+            "\n## Trigger context\n- Note: nightly\n",
+        );
+        check("", Some(7), None, "\n## Trigger context\n- PR number: #7\n");
+        check(
+            "",
+            None,
+            Some("main"),
+            "\n## Trigger context\n- Branch: `main`\n",
+        );
+        check(
+            "nightly",
+            None,
+            Some(""),
+            "\n## Trigger context\n- Note: nightly\n",
+        );
+    }
 }
