@@ -1117,6 +1117,18 @@ mod tests {
         AuditKey::from_master_bytes(b"a".repeat(64))
     }
 
+    /// A project whose anchor has made one call, and the params of that call, for tests of
+    /// what a server restarted on it reads.
+    fn a_project_with_one_call() -> (tempfile::TempDir, serde_json::Value) {
+        let dir = tempfile::tempdir().unwrap();
+        let params = json!({"name": "bernstein_health", "arguments": {}});
+        Anchor::open(dir.path(), "mcp-calls", key())
+            .unwrap()
+            .anchor("tools/call", Some(&params))
+            .unwrap();
+        (dir, params)
+    }
+
     /// Every problem of an order written by hand is reported, each in its own words: a call
     /// index held twice, one never recorded, and an entry that is not a call.
     #[test]
@@ -1702,12 +1714,7 @@ mod tests {
     /// journal is checked against the chain once.
     #[test]
     fn a_journal_that_lost_every_call_row_is_rebuilt_from_the_chain() {
-        let dir = tempfile::tempdir().unwrap();
-        let params = json!({"name": "bernstein_health", "arguments": {}});
-        Anchor::open(dir.path(), "mcp-calls", key())
-            .unwrap()
-            .anchor("tools/call", Some(&params))
-            .unwrap();
+        let (dir, params) = a_project_with_one_call();
         let lost = lose_rows_after(dir.path(), 0);
         assert_eq!(lost.len(), 1);
 
@@ -1955,12 +1962,7 @@ mod tests {
     /// deadline.
     #[test]
     fn reading_ahead_reads_the_journal_once_before_the_first_call() {
-        let dir = tempfile::tempdir().unwrap();
-        let params = json!({"name": "bernstein_health", "arguments": {}});
-        Anchor::open(dir.path(), "mcp-calls", key())
-            .unwrap()
-            .anchor("tools/call", Some(&params))
-            .unwrap();
+        let (dir, params) = a_project_with_one_call();
         let restarted = Anchor::open(dir.path(), "mcp-calls", key()).unwrap();
         assert_eq!(restarted.journal_catch_up_stats().full_reads, 0);
         restarted.read_ahead();
