@@ -661,6 +661,53 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_names_its_run_id_and_its_task_run_once_each() {
+        fn check(event_type: &str, details: Option<Object>, expect: &[&str]) {
+            assert_eq!(
+                named_runs(event_type, details.as_ref()),
+                expect,
+                "{event_type} {details:?}"
+            );
+        }
+        let details = |run: Option<&str>, task: Option<&str>| {
+            let mut details = Object::new();
+            if let Some(run) = run {
+                details.insert("run_id", run);
+            }
+            if let Some(task) = task {
+                details.insert("task_id", task);
+            }
+            Some(details)
+        };
+        check("task.created", None, &[]);
+        check("task.created", details(None, None), &[]);
+        check("task.created", details(Some("r-1"), None), &["r-1"]);
+        check("task.created", details(None, Some("t1")), &["task-t1"]);
+        check(
+            "task.created",
+            details(Some("r-1"), Some("t1")),
+            &["r-1", "task-t1"],
+        );
+        // A run id that is the task's run is named once.
+        check(
+            "task.created",
+            details(Some("task-t1"), Some("t1")),
+            &["task-t1"],
+        );
+        // An anchor names only the anchoring run, never the task its call was about.
+        check(
+            EVENT_STATELESS_CALL,
+            details(Some("mcp-calls"), Some("t1")),
+            &["mcp-calls"],
+        );
+        // Members that are not strings name nothing.
+        let mut numbers = Object::new();
+        numbers.insert("run_id", 5);
+        numbers.insert("task_id", 6);
+        check("task.created", Some(numbers), &[]);
+    }
+
+    #[test]
     fn the_scanner_and_the_full_parse_read_the_same_members() {
         check_fields(
             r#"{"details": {"journal_head": "jh", "run_id": "r-1", "status": "done", "task_id": "t1"}, "event_type": "task.handle", "hmac": "ff"}"#,
