@@ -17,7 +17,9 @@
 //! [`RunHeadIndex`] reads every segment once when it is built (archives, then live segments, the
 //! verifier's walk order) and afterwards only the bytes appended to the live segments since its
 //! last look, up to the last complete line. So after the first poll of a process, a poll costs a
-//! directory listing, a `stat` per live segment and the new bytes. It is rebuilt from scratch
+//! directory listing, a `stat` per live segment and the new bytes. The live segments it read
+//! stay open (up to a bound for the whole process), so the new bytes are one positional read
+//! through a descriptor it already holds, not an open, a seek, a read to the end and a close. It is rebuilt from scratch
 //! when a segment it read shrank or was replaced (its device and inode changed): what it read
 //! may no longer be there. A live segment that disappeared was archived (or removed); its
 //! entries are kept.
@@ -31,9 +33,10 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufReader, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::io::{self, BufReader, Read};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bernstein_protocol::pyjson::{Object, Value};
@@ -102,12 +105,76 @@ pub struct RunHeads {
 }
 
 /// A live segment as far as the index has read it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct ReadState {
     /// End of the last complete line read.
     read_to: u64,
     /// `(device, inode)` when it was read.
     identity: (u64, u64),
+    /// The segment, kept open while the process-wide bound allows: the next catch-up then
+    /// reads what was appended with one positional read, instead of opening, seeking, reading
+    /// to the end and closing the segment again.
+    kept: Option<KeptSegment>,
+}
+
+/// At most this many live segments are kept open by all the indexes of a process together, so
+/// a server polling many projects stays well within its descriptors; past it a segment is
+/// opened for each catch-up, as it would be without keeping.
+const MAX_KEPT_SEGMENTS: usize = 64;
+
+/// How many segments the indexes of this process keep open now.
+static KEPT_SEGMENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// An open live segment, counted against [`MAX_KEPT_SEGMENTS`] until it is dropped.
+#[derive(Debug)]
+struct KeptSegment {
+    file: File,
+    counter: &'static AtomicUsize,
+}
+
+impl KeptSegment {
+    /// `file` kept, when `counter` is below `max`; the file given back otherwise.
+    fn keep_within(
+        counter: &'static AtomicUsize,
+        max: usize,
+        file: File,
+    ) -> std::result::Result<KeptSegment, File> {
+        match counter.fetch_update(Ordering::AcqRel, Ordering::Acquire, |kept| {
+            (kept < max).then_some(kept + 1)
+        }) {
+            Ok(_) => Ok(KeptSegment { file, counter }),
+            Err(_) => Err(file),
+        }
+    }
+}
+
+impl Drop for KeptSegment {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The bytes of `file` from `pos` up to `end`, read with positional reads: the descriptor's
+/// own offset is neither used nor moved (so a kept segment needs no seek), and the reading
+/// stops at the length its caller saw instead of asking the kernel once more for the end.
+/// Bytes appended past `end` meanwhile are read by the next catch-up.
+struct SegmentRange<'f> {
+    file: &'f File,
+    pos: u64,
+    end: u64,
+}
+
+impl Read for SegmentRange<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        if left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        let want = buf.len().min(left);
+        let read = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += read as u64;
+        Ok(read)
+    }
 }
 
 /// The per-run head index of one audit directory (see the module docs).
@@ -124,6 +191,7 @@ pub struct RunHeadIndex {
     runs: HashMap<String, RunHeads>,
     state_head: Option<(Position, String)>,
     bytes_read: u64,
+    segment_opens: u64,
 }
 
 impl RunHeadIndex {
@@ -138,6 +206,7 @@ impl RunHeadIndex {
             runs: HashMap::new(),
             state_head: None,
             bytes_read: 0,
+            segment_opens: 0,
         }
     }
 
@@ -150,6 +219,12 @@ impl RunHeadIndex {
     /// that check a poll reads only what is new).
     pub fn bytes_read(&self) -> u64 {
         self.bytes_read
+    }
+
+    /// How many times this index has opened a live segment to read it (for tests that check a
+    /// catch-up reads a kept segment without opening it again).
+    pub fn segment_opens(&self) -> u64 {
+        self.segment_opens
     }
 
     /// How many times this index has listed the audit directory (for tests that check a poll
@@ -270,14 +345,14 @@ impl RunHeadIndex {
                 None => 0,
             };
             pending_bytes += meta.len() - from;
-            pending.push((name, path, from));
+            pending.push((name, path, from, (identity, meta.len())));
         }
         if max_bytes.is_some_and(|max| pending_bytes > max) {
             return Ok(false);
         }
         self.listed = listed;
-        for (name, path, from) in pending {
-            self.read_live(&name, &path, from)?;
+        for (name, path, from, seen) in pending {
+            self.read_live(&name, &path, from, Some(seen))?;
         }
         Ok(true)
     }
@@ -320,7 +395,7 @@ impl RunHeadIndex {
             }
         }
         for segment in live_segments(&self.dir)? {
-            match self.read_live(&segment.name, &segment.path, 0) {
+            match self.read_live(&segment.name, &segment.path, 0, None) {
                 Ok(()) => {}
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => return Err(err),
@@ -329,13 +404,58 @@ impl RunHeadIndex {
         Ok(())
     }
 
-    /// Reads the complete lines of a live segment from `from` on.
-    fn read_live(&mut self, name: &str, path: &Path, from: u64) -> io::Result<()> {
-        let mut file = File::open(path)?;
-        let meta = file.metadata()?;
-        let identity = (meta.dev(), meta.ino());
-        file.seek(SeekFrom::Start(from))?;
-        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, file));
+    /// Reads the complete lines of a live segment from `from` on. `seen` is the segment's
+    /// `(device, inode)` and length as its path was just found: when the index keeps that very
+    /// file open (the same identity; an open descriptor keeps its inode from being reused), the
+    /// lines up to that length are read through it; otherwise the segment is opened, and kept
+    /// when the bound allows.
+    fn read_live(
+        &mut self,
+        name: &str,
+        path: &Path,
+        from: u64,
+        seen: Option<((u64, u64), u64)>,
+    ) -> io::Result<()> {
+        let kept = self.live.remove(name).and_then(|state| {
+            let (identity, _) = seen?;
+            state.kept.filter(|_| state.identity == identity)
+        });
+        let (kept, identity, end) = match (kept, seen) {
+            (Some(kept), Some((identity, len))) => (Ok(kept), identity, len),
+            _ => {
+                let file = File::open(path)?;
+                self.segment_opens += 1;
+                let meta = file.metadata()?;
+                let kept = KeptSegment::keep_within(&KEPT_SEGMENTS, MAX_KEPT_SEGMENTS, file);
+                (kept, (meta.dev(), meta.ino()), meta.len())
+            }
+        };
+        // Over the bound the segment is read through a descriptor of its own, closed after.
+        let file = match &kept {
+            Ok(kept) => &kept.file,
+            Err(own) => own,
+        };
+        let read_to = self.read_lines(name, file, from, end)?;
+        self.live.insert(
+            name.to_owned(),
+            ReadState {
+                read_to,
+                identity,
+                kept: kept.ok(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Observes the complete lines of live segment `name` between `from` and `end`, and
+    /// returns the end of the last of them.
+    fn read_lines(&mut self, name: &str, file: &File, from: u64, end: u64) -> io::Result<u64> {
+        let range = SegmentRange {
+            file,
+            pos: from,
+            end,
+        };
+        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, range));
         let mut read_to = from;
         while let Some(line) = lines.next_line()? {
             if !line.terminated {
@@ -349,9 +469,7 @@ impl RunHeadIndex {
                 self.observe(bytes, true, name, offset);
             }
         }
-        self.live
-            .insert(name.to_owned(), ReadState { read_to, identity });
-        Ok(())
+        Ok(read_to)
     }
 
     /// Takes one line into account.
@@ -909,6 +1027,52 @@ mod tests {
             .unwrap()
             .expect("the new line is within the bound");
         assert_eq!(heads.newest.unwrap().hmac, last.hmac);
+    }
+
+    /// After the first read of a live segment the index keeps it open: each later catch-up
+    /// reads only the appended lines through that descriptor, without opening the segment
+    /// again, and still sees every new head. A segment replaced under the same name (another
+    /// inode) is opened afresh, not read through the old descriptor.
+    #[test]
+    fn a_catch_up_reads_the_kept_segment_without_opening_it_again() {
+        let (_dir, audit, chain) = chain_in_tempdir();
+        chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        let mut index = RunHeadIndex::new(&audit);
+        index.refresh().unwrap();
+        assert_eq!(index.segment_opens(), 1);
+        for n in 1..4 {
+            let last = chain.append_at(&event("e", named(n)), at(0, n)).unwrap();
+            let heads = index.run_within("r", 1 << 20).unwrap().unwrap();
+            assert_eq!(heads.newest.unwrap().hmac, last.hmac);
+        }
+        assert_eq!(index.segment_opens(), 1);
+
+        let segment = live_segments(&audit).unwrap().remove(0).path;
+        let copy = audit.join("copy.tmp");
+        std::fs::copy(&segment, &copy).unwrap();
+        std::fs::rename(&copy, &segment).unwrap();
+        let last = chain.append_at(&event("e", named(4)), at(0, 4)).unwrap();
+        index.refresh().unwrap();
+        assert_eq!(index.run("r").unwrap().newest.unwrap().hmac, last.hmac);
+        assert_eq!(index.segment_opens(), 2);
+    }
+
+    /// Segments are kept open only within the bound: past it the file is given back (to be
+    /// read and closed), and a kept segment dropped frees its place.
+    #[test]
+    fn segments_are_kept_open_only_within_the_bound() {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let file = || tempfile::tempfile().unwrap();
+        let first = KeptSegment::keep_within(&COUNTER, 2, file()).unwrap();
+        let second = KeptSegment::keep_within(&COUNTER, 2, file()).unwrap();
+        assert!(KeptSegment::keep_within(&COUNTER, 2, file()).is_err());
+        assert_eq!(COUNTER.load(Ordering::Acquire), 2);
+        drop(first);
+        assert_eq!(COUNTER.load(Ordering::Acquire), 1);
+        let third = KeptSegment::keep_within(&COUNTER, 2, file()).unwrap();
+        assert_eq!(COUNTER.load(Ordering::Acquire), 2);
+        drop((second, third));
+        assert_eq!(COUNTER.load(Ordering::Acquire), 0);
     }
 
     /// A rebuild reads the archived segments (decompressed) before the live ones, counting
