@@ -29,8 +29,8 @@ pub use hashing::{
     payload_preimage_object,
 };
 pub use paths::{
-    JOURNAL_FILENAME, MAX_RUN_ID_LEN, canonicalize_cheaply, journal_barrier_message,
-    run_journal_path, runs_dir, task_run_id, validate_run_id,
+    JOURNAL_FILENAME, MAX_RUN_ID_LEN, canonicalize_cheaply, canonicalize_directory_cheaply,
+    journal_barrier_message, run_journal_path, runs_dir, task_run_id, validate_run_id,
 };
 pub use python::python_str_repr;
 pub use reader::{

@@ -256,12 +256,17 @@ impl ResolvedCache {
 /// passed: with `O_PATH` it makes `openat2` open a trailing symlink itself instead of refusing
 /// it, and a journal swapped for a symlink would then still pass.
 pub(crate) fn resolves_to_itself(path: &Path) -> bool {
+    opens_without_symlinks(path, rustix::fs::OFlags::empty())
+}
+
+/// [`resolves_to_itself`] with `extra` open flags (`O_DIRECTORY` also proves a directory).
+fn opens_without_symlinks(path: &Path, extra: rustix::fs::OFlags) -> bool {
     use rustix::fs::{Mode, OFlags, ResolveFlags, openat2};
     path.is_absolute()
         && openat2(
             rustix::fs::CWD,
             path,
-            OFlags::PATH | OFlags::CLOEXEC,
+            OFlags::PATH | OFlags::CLOEXEC | extra,
             Mode::empty(),
             ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )
@@ -283,6 +288,32 @@ pub fn canonicalize_cheaply(path: &Path) -> std::io::Result<PathBuf> {
         }
     }
     std::fs::canonicalize(path)
+}
+
+/// [`canonicalize_cheaply`] of a path that must name a directory: one `openat2` with
+/// `O_DIRECTORY` answers both (no `stat` after it) when no component is a symlink; otherwise the
+/// full resolution and a `stat` of what it resolved to.
+///
+/// # Errors
+///
+/// As [`canonicalize_cheaply`], and [`std::io::ErrorKind::NotADirectory`] when the path
+/// resolves to something other than a directory.
+pub fn canonicalize_directory_cheaply(path: &Path) -> std::io::Result<PathBuf> {
+    if path.is_absolute() && !path.components().any(|c| c == Component::ParentDir) {
+        let normal: PathBuf = path.components().collect();
+        if opens_without_symlinks(&normal, rustix::fs::OFlags::DIRECTORY) {
+            return Ok(normal);
+        }
+    }
+    let real = std::fs::canonicalize(path)?;
+    if real.is_dir() {
+        Ok(real)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{} is not a directory", real.display()),
+        ))
+    }
 }
 
 /// The uncached containment check behind [`contained_path`].
@@ -555,6 +586,32 @@ mod tests {
         check("project/a/../a/./", "project/a");
         check("project//a", "project/a");
         check("project/a/..", "project");
+    }
+
+    /// A directory, named plainly or through a symlink, canonicalizes as `canonicalize` does;
+    /// a regular file (named either way, or with a trailing slash) and a missing path do not.
+    #[test]
+    fn canonicalize_directory_cheaply_accepts_only_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = realpath(dir.path());
+        std::fs::create_dir_all(base.join("project/a")).unwrap();
+        std::fs::write(base.join("project/file"), b"x").unwrap();
+        std::os::unix::fs::symlink(base.join("project"), base.join("link")).unwrap();
+        std::os::unix::fs::symlink(base.join("project/file"), base.join("file-link")).unwrap();
+        let check = |input: &str, expect: Option<&str>| {
+            let answer = canonicalize_directory_cheaply(&base.join(input));
+            match expect {
+                Some(expect) => assert_eq!(answer.unwrap(), base.join(expect), "{input}"),
+                None => assert!(answer.is_err(), "{input}: {answer:?}"),
+            }
+        };
+        check("project", Some("project"));
+        check("project/a/../a/./", Some("project/a"));
+        check("link/a", Some("project/a"));
+        check("project/file", None);
+        check("project/file/", None);
+        check("file-link", None);
+        check("project/missing", None);
     }
 
     #[test]

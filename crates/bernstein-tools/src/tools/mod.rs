@@ -128,35 +128,47 @@ const WORKDIR_TOOLS: [&str; 6] = [
 /// The hint of a `workdir` refused by confinement.
 pub(crate) const CONFINEMENT_HINT: &str = "workdir must be the served project root, a directory inside it, or a root the operator allowed";
 
-/// Workdir confinement (see [`ToolContext::workdir_roots`]): with confinement on, the `workdir`
-/// of `name` must resolve (symlinks followed) to an existing directory inside one of the
-/// allowed roots. `Some(payload)` is the refusal, the structured tool error.
-fn confinement_refusal(ctx: &ToolContext, name: &str, args: &Object) -> Option<String> {
-    let roots = ctx.workdir_roots.as_ref()?;
+/// What workdir confinement decided for one call (see [`ToolContext::workdir_roots`]).
+enum Confinement {
+    /// Confinement is off, or the tool names no workdir it checks.
+    NotChecked,
+    /// The workdir resolved (symlinks followed) to this existing directory inside an allowed
+    /// root. A tool that resolves its workdir the same way takes it from here instead of
+    /// resolving it again.
+    Inside(PathBuf),
+    /// The structured tool error refusing the workdir.
+    Refused(String),
+}
+
+/// Workdir confinement: with confinement on, the `workdir` of `name` must resolve (symlinks
+/// followed) to an existing directory inside one of the allowed roots.
+fn confine(ctx: &ToolContext, name: &str, args: &Object) -> Confinement {
+    let Some(roots) = ctx.workdir_roots.as_ref() else {
+        return Confinement::NotChecked;
+    };
     if !WORKDIR_TOOLS.contains(&name) {
-        return None;
+        return Confinement::NotChecked;
     }
     // A workdir that is not text is the firewall's or the barrier's to refuse.
     let raw = match args.get("workdir") {
         None => ".",
         Some(Value::Str(text)) => text.as_str(),
-        Some(_) => return None,
+        Some(_) => return Confinement::NotChecked,
     };
     let named = workdir_path(ctx, raw);
     // One `openat2` when no component of the path is a symlink (then it is its own canonical
-    // form), the full resolution otherwise: this runs on every call the HTTP transport serves.
-    let inside = bernstein_journal::run_journal::canonicalize_cheaply(&named)
-        .is_ok_and(|real| real.is_dir() && roots.iter().any(|root| real.starts_with(root)));
-    if inside {
-        return None;
+    // form, and `O_DIRECTORY` proves it a directory), the full resolution otherwise: this runs
+    // on every call the HTTP transport serves.
+    match bernstein_journal::run_journal::canonicalize_directory_cheaply(&named) {
+        Ok(real) if roots.iter().any(|root| real.starts_with(root)) => Confinement::Inside(real),
+        _ => Confinement::Refused(generic_error(
+            format!(
+                "workdir {} is outside the roots this server may serve",
+                bernstein_protocol::pyrepr::python_str_repr(raw)
+            ),
+            CONFINEMENT_HINT,
+        )),
     }
-    Some(generic_error(
-        format!(
-            "workdir {} is outside the roots this server may serve",
-            bernstein_protocol::pyrepr::python_str_repr(raw)
-        ),
-        CONFINEMENT_HINT,
-    ))
 }
 
 /// Runs tool `name`.
@@ -166,13 +178,17 @@ pub(crate) async fn run_tool(
     name: &str,
     args: &Object,
 ) -> Payload {
-    if let Some(refusal) = confinement_refusal(ctx, name, args) {
-        return refusal.into();
-    }
+    let workdir = match confine(ctx, name, args) {
+        Confinement::Refused(refusal) => return refusal.into(),
+        Confinement::Inside(real) => Some(real),
+        Confinement::NotChecked => None,
+    };
     let text = match name {
         "bernstein_run" => query::run(ctx, args).await,
         "bernstein_status" => query::status(ctx, args).await,
-        "bernstein_run_status" => return query::run_status(cat, ctx, args, true).await,
+        "bernstein_run_status" => {
+            return query::run_status(cat, ctx, args, true, workdir).await;
+        }
         "bernstein_subscribe" => query::subscribe(ctx, args).await,
         "bernstein_claim" => return worker::claim(ctx, args).await,
         "bernstein_create_task" => worker::create_task(ctx, args).await,
@@ -200,15 +216,19 @@ pub(crate) async fn run_alias(
     name: &str,
     args: &Object,
 ) -> String {
-    if let Some(refusal) = confinement_refusal(ctx, name, args) {
-        return refusal;
-    }
+    let workdir = match confine(ctx, name, args) {
+        Confinement::Refused(refusal) => return refusal,
+        Confinement::Inside(real) => Some(real),
+        Confinement::NotChecked => None,
+    };
     match name {
         "bernstein_health" => plain(Object::new().with("status", "ok")),
         "bernstein_tasks" => query::tasks_alias(ctx, args).await,
         "bernstein_cost" => query::cost_alias(ctx).await,
         "bernstein_create_subtask" => query::create_subtask_alias(ctx, args).await,
-        "bernstein_task_handle" => query::run_status(cat, ctx, args, false).await.into_text(),
+        "bernstein_task_handle" => query::run_status(cat, ctx, args, false, workdir)
+            .await
+            .into_text(),
         "bernstein_update" => worker::post_message(ctx, args).await,
         "bernstein_context" => local::task_capsule(ctx, args).await,
         "bernstein_stop" => local::shutdown(ctx, args),

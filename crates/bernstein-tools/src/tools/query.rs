@@ -1,6 +1,7 @@
 //! The core read and start surface: `bernstein_run`, `bernstein_status`,
 //! `bernstein_run_status`, `bernstein_subscribe`, and the aliases folded into them.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bernstein_journal::handle::project_progress;
@@ -279,11 +280,13 @@ pub(super) async fn cost_alias(ctx: &ToolContext) -> String {
 /// `bernstein_run_status` (and, without progress ticks, `bernstein_task_handle`). A handle is
 /// answered as its wire object ([`Payload::Value`]): a poll answered again and again is then
 /// not rendered with indent 2 only to be parsed back for the `_meter` envelope.
+/// `confined_workdir` is the workdir as confinement resolved it, when confinement is on.
 pub(super) async fn run_status(
     cat: &Catalogue,
     ctx: &ToolContext,
     args: &Object,
     ticks: bool,
+    confined_workdir: Option<PathBuf>,
 ) -> Payload {
     let run_id = arg_str(args, "run_id").unwrap_or("").to_owned();
     if run_id.starts_with("admin-") {
@@ -297,9 +300,12 @@ pub(super) async fn run_status(
         }
         .into();
     }
-    let base = workdir_path(ctx, arg_str(args, "workdir").unwrap_or("."));
-    // One `openat2` when the workdir holds no symlink, a full resolution otherwise.
-    let base = bernstein_journal::run_journal::canonicalize_cheaply(&base).unwrap_or(base);
+    // Confinement already resolved the workdir the same way; otherwise one `openat2` when the
+    // workdir holds no symlink, a full resolution otherwise.
+    let base = confined_workdir.unwrap_or_else(|| {
+        let base = workdir_path(ctx, arg_str(args, "workdir").unwrap_or("."));
+        bernstein_journal::run_journal::canonicalize_cheaply(&base).unwrap_or(base)
+    });
     let (handle, resolved) = match ctx.backend.poll_run(&base, &run_id).await {
         Ok((handle, resolved)) => (handle, resolved.run_id),
         Err(e) => match journal_barrier_message(&run_id, &e) {
