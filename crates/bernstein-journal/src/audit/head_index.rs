@@ -455,7 +455,13 @@ impl RunHeadIndex {
             pos: from,
             end,
         };
-        let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, range));
+        // The buffer is no larger than the range: a reader other than `File` gets its buffer
+        // zeroed before the first read, which for the usual catch-up of a few entries would
+        // cost more than reading them.
+        let capacity = usize::try_from(end.saturating_sub(from))
+            .unwrap_or(usize::MAX)
+            .clamp(1, 64 * 1024);
+        let mut lines = LineReader::new(BufReader::with_capacity(capacity, range));
         let mut read_to = from;
         while let Some(line) = lines.next_line()? {
             if !line.terminated {
