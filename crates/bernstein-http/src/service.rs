@@ -674,6 +674,22 @@ struct Finish {
     id: RequestId,
 }
 
+/// The bytes a response starts with room for: a run handle's answer (about 1.6 KB) is then
+/// written without growing its buffer more than once.
+const RENDER_START_CAPACITY: usize = 2048;
+
+/// `value` as compact JSON, serialised straight into a byte buffer: `Display` would pass every
+/// piece through the formatting machinery, and `serde_json::to_string` grows its buffer from
+/// 128 bytes.
+fn render_json(value: &JsonValue) -> String {
+    let mut bytes = Vec::with_capacity(RENDER_START_CAPACITY);
+    match serde_json::to_writer(&mut bytes, value) {
+        // serde_json writes only UTF-8, so the check cannot fail; the fallback keeps a panic out.
+        Ok(()) => String::from_utf8(bytes).unwrap_or_else(|_| value.to_string()),
+        Err(_) => value.to_string(),
+    }
+}
+
 impl Finish {
     /// The status and the serialised response. `initialize` gains the capability card; an
     /// unknown 2026-07-28 method is 404 and an unsupported version or a header mismatch 400.
@@ -698,7 +714,7 @@ impl Finish {
             }
             result.insert("capabilityCard".to_owned(), card);
         }
-        (status_of(&response, self.stateless), response.to_string())
+        (status_of(&response, self.stateless), render_json(&response))
     }
 
     fn respond(
@@ -944,6 +960,23 @@ fn method_not_allowed(allow: &'static str) -> Response<ResponseBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A response renders as `serde_json`'s own compact text, escapes and non-ASCII included,
+    /// at any size (past the starting capacity too).
+    #[test]
+    fn a_response_renders_as_compact_json() {
+        fn check(value: JsonValue) {
+            assert_eq!(render_json(&value), value.to_string());
+        }
+        check(serde_json::json!(null));
+        check(serde_json::json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+        check(serde_json::json!({"text": "line\n\"quoted\" \u{7} é ✓", "n": [1.5, -2, 1e300]}));
+        check(serde_json::json!({"big": "x".repeat(3 * RENDER_START_CAPACITY)}));
+        assert_eq!(
+            render_json(&serde_json::json!({"b": 1, "a": [true]})),
+            r#"{"a":[true],"b":1}"#
+        );
+    }
 
     #[test]
     fn accept_ranges_are_read_with_their_weights() {
