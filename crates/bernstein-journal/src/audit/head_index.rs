@@ -167,7 +167,7 @@ struct SegmentRange<'f> {
 impl Read for SegmentRange<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
-        if left == 0 || buf.is_empty() {
+        if left == 0 {
             return Ok(0);
         }
         let want = buf.len().min(left);
