@@ -421,14 +421,37 @@ fn run_heads(audit_dir: &Path, run_id: &str) -> Result<head_index::RunHeads> {
 /// its caller takes the blocking path.
 pub const BRIEF_CATCH_UP_BYTES: u64 = 1 << 20;
 
-/// [`run_heads`] for a brief poll: `None` when another poller holds the index (it is catching
-/// up) or catching up is not brief (see [`head_index::RunHeadIndex::run_within`]).
+/// [`run_heads`] for a brief poll: `None` when another poller holds the index for longer than
+/// [`BRIEF_INDEX_WAIT`] (it is catching up at length) or catching up is not brief (see
+/// [`head_index::RunHeadIndex::run_within`]).
 fn run_heads_brief(audit_dir: &Path, run_id: &str) -> Result<Option<head_index::RunHeads>> {
+    run_heads_brief_waiting(audit_dir, run_id, BRIEF_INDEX_WAIT)
+}
+
+/// How long a brief poll spins for the head index while another poller holds it. Under many
+/// concurrent polls another brief poll (a few microseconds of catching up) is the usual holder,
+/// and declining would send the poll to a blocking thread and the full poll, which cost far
+/// more; a holder still there after this is taken to be catching up at length, and the poll
+/// declines as it always did.
+const BRIEF_INDEX_WAIT: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// [`run_heads_brief`], spinning up to `wait` for an index another poller holds.
+fn run_heads_brief_waiting(
+    audit_dir: &Path,
+    run_id: &str,
+    wait: std::time::Duration,
+) -> Result<Option<head_index::RunHeads>> {
     let index = head_index::shared(audit_dir);
-    let mut index = match index.try_lock() {
-        Ok(index) => index,
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+    let deadline = std::time::Instant::now() + wait;
+    let mut index = loop {
+        match index.try_lock() {
+            Ok(index) => break index,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::hint::spin_loop();
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        }
     };
     index
         .run_within(run_id, BRIEF_CATCH_UP_BYTES)
@@ -637,6 +660,54 @@ mod tests {
         check("abc", None);
         // `task_run_id("task-x y")` is `task-task-x-y`: the stripped id would map elsewhere.
         check("task-x y", None);
+    }
+
+    /// A brief poll finding the head index held waits for it within its bound: with no wait
+    /// it declines (`None`) while another poller holds the index, and with room to wait it
+    /// answers once the holder lets go.
+    #[test]
+    fn a_brief_poll_waits_for_a_held_index_only_within_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = dir.path().join("audit");
+        let chain = AuditChain::open(
+            &audit,
+            crate::key::AuditKey::from_master_bytes(b"k".repeat(64)),
+        );
+        let entry = chain
+            .append(&crate::audit::AuditEvent::new(
+                "e",
+                "actor",
+                "run",
+                "r",
+                Object::new().with("run_id", "r"),
+            ))
+            .unwrap();
+        let index = head_index::shared(&audit);
+        // Built once, so that a brief catch-up does not decline for want of an index.
+        index.lock().unwrap().refresh().unwrap();
+        let held = index.lock().unwrap();
+        assert!(
+            run_heads_brief_waiting(&audit, "r", std::time::Duration::ZERO)
+                .unwrap()
+                .is_none()
+        );
+        let (started, waiting) = std::sync::mpsc::channel();
+        let poller = std::thread::spawn({
+            let audit = audit.clone();
+            move || {
+                started.send(()).unwrap();
+                run_heads_brief_waiting(&audit, "r", std::time::Duration::from_secs(60))
+            }
+        });
+        waiting.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(held);
+        let heads = poller
+            .join()
+            .unwrap()
+            .unwrap()
+            .expect("the index was let go");
+        assert_eq!(heads.newest.unwrap().hmac, entry.hmac);
     }
 
     #[test]
