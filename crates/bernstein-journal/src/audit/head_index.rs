@@ -17,11 +17,11 @@
 //! [`RunHeadIndex`] reads every segment once when it is built (archives, then live segments, the
 //! verifier's walk order) and afterwards only the bytes appended to the live segments since its
 //! last look, up to the last complete line. So after the first poll of a process, a poll costs a
-//! directory listing, a `stat` per live segment and the new bytes. The live segments it read
-//! stay open (up to a bound for the whole process), so the new bytes are one positional read
-//! through a descriptor it already holds, not an open, a seek, a read to the end and a close. It is rebuilt from scratch
-//! when a segment it read shrank or was replaced (its device and inode changed): what it read
-//! may no longer be there. A live segment that disappeared was archived (or removed); its
+//! directory listing, a `stat` per live segment and the new bytes. The newest live segment
+//! (the one the chain appends to) stays open, up to a bound for the whole process, so its new
+//! bytes are one positional read through a descriptor the index already holds, not an open, a
+//! seek, a read to the end and a close. It is rebuilt from scratch when a segment it read
+//! shrank or was replaced (its device and inode changed): what it read may no longer be there. A live segment that disappeared was archived (or removed); its
 //! entries are kept.
 //!
 //! Like reading 2 of the chain head (`FORMATS.md` §2.3), the index checks no MAC: it takes every
@@ -227,6 +227,15 @@ impl RunHeadIndex {
         self.segment_opens
     }
 
+    /// How many live segments this index holds open now (for tests that check it lets go of
+    /// every segment but the newest, and of one whose path vanished).
+    pub fn kept_segments(&self) -> usize {
+        self.live
+            .values()
+            .filter(|state| state.kept.is_some())
+            .count()
+    }
+
     /// How many times this index has listed the audit directory (for tests that check a poll
     /// lists nothing while no segment was added or removed).
     pub fn listings(&self) -> u64 {
@@ -318,17 +327,31 @@ impl RunHeadIndex {
             let clock_past_mtime = self.newest_known_segment_stamped_after(&dir_meta);
             self.listings += 1;
             listed = (clock_past_mtime || settled(&dir_meta)).then_some(stamp);
-            live_segments(&self.dir)?
+            let names: Vec<(String, PathBuf)> = live_segments(&self.dir)?
                 .into_iter()
                 .map(|segment| (segment.name, segment.path))
-                .collect()
+                .collect();
+            // A known segment no longer listed was archived or removed: its descriptor would
+            // only pin the deleted file.
+            for (name, state) in &mut self.live {
+                if !names.iter().any(|(listed, _)| listed == name) {
+                    state.kept = None;
+                }
+            }
+            names
         };
         let mut pending = Vec::new();
         let mut pending_bytes = 0u64;
         for (name, path) in names {
             let meta = match std::fs::metadata(&path) {
                 Ok(meta) => meta,
-                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    // Archived or removed: its descriptor would only pin the deleted file.
+                    if let Some(state) = self.live.get_mut(&name) {
+                        state.kept = None;
+                    }
+                    continue;
+                }
                 Err(err) => return Err(err),
             };
             let identity = (meta.dev(), meta.ino());
@@ -407,8 +430,10 @@ impl RunHeadIndex {
     /// Reads the complete lines of a live segment from `from` on. `seen` is the segment's
     /// `(device, inode)` and length as its path was just found: when the index keeps that very
     /// file open (the same identity; an open descriptor keeps its inode from being reused), the
-    /// lines up to that length are read through it; otherwise the segment is opened, and kept
-    /// when the bound allows.
+    /// lines up to that length are read through it; otherwise the segment is opened. Only the
+    /// newest live segment, the one the chain appends to, is kept (when the bound allows):
+    /// an older day's segment no longer grows, and keeping it would only hold a descriptor
+    /// and, once it is archived, the space of the deleted file.
     fn read_live(
         &mut self,
         name: &str,
@@ -420,16 +445,26 @@ impl RunHeadIndex {
             let (identity, _) = seen?;
             state.kept.filter(|_| state.identity == identity)
         });
+        let newest = self.live.keys().all(|other| other.as_str() < name);
         let (kept, identity, end) = match (kept, seen) {
             (Some(kept), Some((identity, len))) => (Ok(kept), identity, len),
             _ => {
                 let file = File::open(path)?;
                 self.segment_opens += 1;
                 let meta = file.metadata()?;
-                let kept = KeptSegment::keep_within(&KEPT_SEGMENTS, MAX_KEPT_SEGMENTS, file);
+                let kept = if newest {
+                    KeptSegment::keep_within(&KEPT_SEGMENTS, MAX_KEPT_SEGMENTS, file)
+                } else {
+                    Err(file)
+                };
                 (kept, (meta.dev(), meta.ino()), meta.len())
             }
         };
+        if newest {
+            for state in self.live.values_mut() {
+                state.kept = None;
+            }
+        }
         // Over the bound the segment is read through a descriptor of its own, closed after.
         let file = match &kept {
             Ok(kept) => &kept.file,
@@ -441,7 +476,7 @@ impl RunHeadIndex {
             ReadState {
                 read_to,
                 identity,
-                kept: kept.ok(),
+                kept: kept.ok().filter(|_| newest),
             },
         );
         Ok(())
@@ -1061,6 +1096,54 @@ mod tests {
         index.refresh().unwrap();
         assert_eq!(index.run("r").unwrap().newest.unwrap().hmac, last.hmac);
         assert_eq!(index.segment_opens(), 2);
+    }
+
+    /// Only the newest live segment, the one the chain appends to, stays open: once a newer
+    /// day's segment is read the older one is let go, and a kept segment whose path vanished
+    /// (archived or removed) is let go at the next catch-up, so no descriptor pins the space
+    /// of a deleted file.
+    #[test]
+    fn only_the_newest_segment_stays_open_and_a_vanished_one_is_let_go() {
+        let (_dir, audit, chain) = chain_in_tempdir();
+        chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        let mut index = RunHeadIndex::new(&audit);
+        index.refresh().unwrap();
+        assert_eq!(index.kept_segments(), 1);
+        let newer = chain.append_at(&event("e", named(1)), at(1, 1)).unwrap();
+        index.refresh().unwrap();
+        assert_eq!(index.run("r").unwrap().newest.unwrap().hmac, newer.hmac);
+        assert_eq!(index.kept_segments(), 1);
+        // An entry that lands late in the older segment is read without taking the newest's
+        // place: the next entry of the newest is read through its kept descriptor.
+        chain.append_at(&event("e", named(2)), at(0, 2)).unwrap();
+        index.refresh().unwrap();
+        let opens = index.segment_opens();
+        let newest = chain.append_at(&event("e", named(3)), at(1, 3)).unwrap();
+        index.refresh().unwrap();
+        assert_eq!(index.run("r").unwrap().newest.unwrap().hmac, newest.hmac);
+        assert_eq!(index.segment_opens(), opens);
+        assert_eq!(index.kept_segments(), 1);
+        for segment in live_segments(&audit).unwrap() {
+            std::fs::remove_file(segment.path).unwrap();
+        }
+        index.refresh().unwrap();
+        assert_eq!(index.kept_segments(), 0);
+        assert_eq!(index.run("r").unwrap().newest.unwrap().hmac, newest.hmac);
+
+        // The same when the listing is trusted and only the segment's own `stat` finds it gone.
+        let (_dir, audit, chain) = chain_in_tempdir();
+        let only = chain.append_at(&event("e", named(0)), at(0, 0)).unwrap();
+        settle(&audit);
+        let mut index = RunHeadIndex::new(&audit);
+        index.refresh().unwrap();
+        assert_eq!(index.kept_segments(), 1);
+        let stamp = std::fs::metadata(&audit).unwrap().modified().unwrap();
+        std::fs::remove_file(audit.join(&only.segment)).unwrap();
+        File::open(&audit).unwrap().set_modified(stamp).unwrap();
+        let listings = index.listings();
+        index.refresh().unwrap();
+        assert_eq!(index.listings(), listings, "the trusted listing was used");
+        assert_eq!(index.kept_segments(), 0);
     }
 
     /// Segments are kept open only within the bound: past it the file is given back (to be
