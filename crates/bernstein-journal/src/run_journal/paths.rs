@@ -281,13 +281,20 @@ fn opens_without_symlinks(path: &Path, extra: rustix::fs::OFlags) -> bool {
 ///
 /// As `std::fs::canonicalize`: the path does not exist, or cannot be resolved.
 pub fn canonicalize_cheaply(path: &Path) -> std::io::Result<PathBuf> {
-    if path.is_absolute() && !path.components().any(|c| c == Component::ParentDir) {
-        let normal: PathBuf = path.components().collect();
-        if resolves_to_itself(&normal) {
-            return Ok(normal);
-        }
+    match own_canonical_form(path, rustix::fs::OFlags::empty()) {
+        Some(normal) => Ok(normal),
+        None => std::fs::canonicalize(path),
     }
-    std::fs::canonicalize(path)
+}
+
+/// `path` minus `.` and repeated or trailing slashes, when that is its canonical form: it is
+/// absolute, has no `..`, and one `openat2` with `extra` open flags finds no symlink in it.
+fn own_canonical_form(path: &Path, extra: rustix::fs::OFlags) -> Option<PathBuf> {
+    if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+        return None;
+    }
+    let normal: PathBuf = path.components().collect();
+    opens_without_symlinks(&normal, extra).then_some(normal)
 }
 
 /// [`canonicalize_cheaply`] of a path that must name a directory: one `openat2` with
@@ -299,11 +306,8 @@ pub fn canonicalize_cheaply(path: &Path) -> std::io::Result<PathBuf> {
 /// As [`canonicalize_cheaply`], and [`std::io::ErrorKind::NotADirectory`] when the path
 /// resolves to something other than a directory.
 pub fn canonicalize_directory_cheaply(path: &Path) -> std::io::Result<PathBuf> {
-    if path.is_absolute() && !path.components().any(|c| c == Component::ParentDir) {
-        let normal: PathBuf = path.components().collect();
-        if opens_without_symlinks(&normal, rustix::fs::OFlags::DIRECTORY) {
-            return Ok(normal);
-        }
+    if let Some(normal) = own_canonical_form(path, rustix::fs::OFlags::DIRECTORY) {
+        return Ok(normal);
     }
     let real = std::fs::canonicalize(path)?;
     if real.is_dir() {
