@@ -25,8 +25,8 @@ use bernstein_journal::lineage_log::LineageLog;
 use bernstein_protocol::SPEC_REVISION;
 use bernstein_tasks::remote::{RemoteBackend, RemoteConfig};
 use bernstein_tools::{
-    Backend, CallMeta, Catalogue, ProgressSink, ProgressTick, TaskSupport, Tier, ToolConfig,
-    ToolContext, ToolOutcome,
+    Backend, CallMeta, Catalogue, PreparedCall, ProgressSink, ProgressTick, TaskSupport, Tier,
+    ToolConfig, ToolContext, ToolOutcome,
 };
 use rmcp::model::{ProtocolVersion, RequestMetaObject, TASKS_EXTENSION_ID};
 use serde_json::{Map, Value as JsonValue, json};
@@ -1079,7 +1079,8 @@ impl Dispatcher {
         // Anchor first: the span id is the call's `_meter.call_id`, and a call that cannot be
         // anchored must not run unrecorded. A call the catalogue refuses outright (unknown tool,
         // arguments the firewall rejects) runs nothing, so it is answered without writing.
-        let anchored = if self.shared.catalogue.admits(name, &arguments) {
+        let prepared = self.shared.catalogue.prepare(name, arguments);
+        let anchored = if prepared.as_ref().is_some_and(PreparedCall::admitted) {
             self.anchor_call(request).await?
         } else {
             measured.firewall_refused();
@@ -1131,12 +1132,26 @@ impl Dispatcher {
             cancel: in_flight.token(),
             workdir_roots: self.shared.workdir_roots.clone(),
         };
-        log.log(
-            LogLevel::Debug,
-            name,
-            json!({"message": format!("calling {name}"), "callId": context.meta.call_id, "anchored": anchored.is_some()}),
-        );
-        let outcome = self.shared.catalogue.call(&context, name, arguments).await;
+        // The messages are built only when the request's log level lets them out: most calls
+        // carry none, and every call would otherwise format two messages for nobody.
+        if log.enabled(LogLevel::Debug) {
+            log.log(
+                LogLevel::Debug,
+                name,
+                json!({"message": format!("calling {name}"), "callId": context.meta.call_id, "anchored": anchored.is_some()}),
+            );
+        }
+        let outcome = match prepared {
+            Some(prepared) => {
+                self.shared
+                    .catalogue
+                    .call_prepared(&context, prepared)
+                    .await
+            }
+            // `is_callable` passed above, so the catalogue serves the name; answered as the
+            // catalogue answers a name it does not serve all the same.
+            None => ToolOutcome::error_text(format!("Unknown tool: {name}")),
+        };
         drop(in_flight);
         let (level, said) = if outcome.cancelled {
             (
@@ -1148,11 +1163,13 @@ impl Dispatcher {
         } else {
             (LogLevel::Info, "answered")
         };
-        log.log(
-            level,
-            name,
-            json!({"message": format!("{name} {said}"), "callId": context.meta.call_id}),
-        );
+        if log.enabled(level) {
+            log.log(
+                level,
+                name,
+                json!({"message": format!("{name} {said}"), "callId": context.meta.call_id}),
+            );
+        }
         // A tool that could not write its evidence (full or read-only disk) changed nothing:
         // the client gets a protocol error that says so, not a tool result.
         if outcome.is_error
@@ -1556,10 +1573,12 @@ impl Accepted {
     /// Dispatches the message; progress notifications go to `notify`. `None` when nothing is
     /// to be sent.
     ///
-    /// The request runs as its own task, which is the call boundary: a panic in a handler is
-    /// answered -32603 with the request's id, and a request still running after its hard
-    /// timeout ([`Limits::timeout_for`]) is stopped and answered -32603. Either way the client
-    /// gets an answer and the call leaves its stream.
+    /// The request's future is the call boundary: a panic in a handler is answered -32603 with
+    /// the request's id, and a request still running after its hard timeout
+    /// ([`Limits::timeout_for`]) is stopped and answered -32603. Either way the client gets an
+    /// answer and the call leaves its stream. The work runs inside this future rather than as a
+    /// task of its own: every transport already runs each request as its own task, so another
+    /// task would add an allocation and a hand-off between tasks to every call and nothing else.
     pub async fn respond(self, notify: Arc<dyn NotificationSink>) -> Option<JsonValue> {
         let (id, method, params, in_flight, slot) = match self.work {
             Work::Ready(answer) => return answer,
@@ -1574,25 +1593,21 @@ impl Accepted {
         let dispatcher = self.dispatcher;
         let limit = dispatcher.hard_timeout(&method, params.as_ref());
         let call_id = id.clone();
-        let mut task = tokio::spawn(async move {
+        // Whoever stops waiting for the answer (the timeout below, or a transport dropping this
+        // future) drops the work with it, so it releases its stream entry and slot.
+        let work = CatchPanic(Box::pin(async move {
             let response = dispatcher
                 .respond_request(call_id, method, params, in_flight, notify)
                 .await;
             drop(slot);
             response
-        });
-        // Whoever stops waiting for the answer (the timeout below, or a transport dropping this
-        // future) stops the work too, so it releases its stream entry and slot.
-        let _stop_on_drop = AbortOnDrop(task.abort_handle());
-        let error = match tokio::time::timeout(limit, &mut task).await {
+        }));
+        let error = match tokio::time::timeout(limit, work).await {
             Ok(Ok(response)) => return Some(response),
-            Ok(Err(err)) if err.is_panic() => {
-                tracing::error!(request_id = %id, "a request handler panicked: {err}");
+            Ok(Err(panic)) => {
+                let said = panic_message(panic.as_ref());
+                tracing::error!(request_id = %id, "a request handler panicked: {said}");
                 RpcError::internal("Internal error: the request handler failed unexpectedly")
-            }
-            Ok(Err(err)) => {
-                tracing::error!(request_id = %id, "a request handler did not complete: {err}");
-                RpcError::internal("Internal error: the request handler did not complete")
             }
             Err(_) => {
                 tracing::warn!(request_id = %id, "request timed out after {limit:?}");
@@ -1611,14 +1626,34 @@ impl Accepted {
     }
 }
 
-/// Aborts a spawned request when dropped (a no-op once it finished). Work stuck inside a
-/// blocking call stops at its next await.
-struct AbortOnDrop(tokio::task::AbortHandle);
+/// A request's work that answers a panic in any of its polls as its output instead of
+/// unwinding into the transport's task, the way a task of its own would report it.
+struct CatchPanic<F>(std::pin::Pin<Box<F>>);
 
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
+    type Output = std::result::Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        // The inner future is never polled again after it panicked: the panic is the output.
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(output)) => std::task::Poll::Ready(Ok(output)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
     }
+}
+
+/// The text a panic was raised with, when it was raised with text.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
 }
 
 /// Runs blocking file work on the blocking pool, so a slow or never-ending read (a FIFO where a

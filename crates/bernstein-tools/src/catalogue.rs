@@ -42,6 +42,25 @@ struct Entry {
     timeout: Option<(PyValue, f64)>,
 }
 
+/// A `tools/call` whose arguments went through the input firewall once
+/// ([`Catalogue::prepare`]): the arguments as the handler will see them and the firewall's
+/// verdict on them.
+pub struct PreparedCall<'c> {
+    name: &'c str,
+    entry: &'c Entry,
+    permissive: bool,
+    arguments: serde_json::Value,
+    refusal: Option<firewall::Refusal>,
+}
+
+impl PreparedCall<'_> {
+    /// Whether the call reaches its handler: the firewall passed the arguments, or only warns
+    /// about them because validation is permissive.
+    pub fn admitted(&self) -> bool {
+        self.refusal.is_none() || self.permissive
+    }
+}
+
 /// The tool catalogue of one server configuration.
 pub struct Catalogue {
     config: ToolConfig,
@@ -239,11 +258,25 @@ impl Catalogue {
     /// refusal is only a warning, so the call is admitted). The dispatcher anchors only admitted
     /// calls: bad input changes nothing on disk, not even the call journal.
     pub fn admits(&self, name: &str, arguments: &serde_json::Value) -> bool {
-        let Some(entry) = self.entries.get(name) else {
-            return false;
-        };
-        let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments.clone()));
-        self.config.validation == Validation::Permissive || entry.check(name, &arguments).is_ok()
+        self.prepare(name, arguments.clone())
+            .is_some_and(|prepared| prepared.admitted())
+    }
+
+    /// A `tools/call` of `name` passed through the input firewall once, to be asked whether it
+    /// is admitted ([`PreparedCall::admitted`]) and then run ([`Catalogue::call_prepared`])
+    /// without checking the arguments a second time. `None` for a name the catalogue does not
+    /// serve.
+    pub fn prepare(&self, name: &str, arguments: serde_json::Value) -> Option<PreparedCall<'_>> {
+        let (name, entry) = self.entries.get_key_value(name)?;
+        let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments));
+        let refusal = entry.check(name, &arguments).err();
+        Some(PreparedCall {
+            name,
+            entry,
+            permissive: self.config.validation == Validation::Permissive,
+            arguments,
+            refusal,
+        })
     }
 
     /// The structured content of a task-augmented `bernstein_run` once its task has settled,
@@ -286,13 +319,27 @@ impl Catalogue {
         name: &str,
         arguments: serde_json::Value,
     ) -> ToolOutcome {
-        let Some(entry) = self.entries.get(name) else {
-            return ToolOutcome::error_text(format!("Unknown tool: {name}"));
-        };
+        match self.prepare(name, arguments) {
+            Some(prepared) => self.call_prepared(ctx, prepared).await,
+            None => ToolOutcome::error_text(format!("Unknown tool: {name}")),
+        }
+    }
+
+    /// [`Catalogue::call`] for a call already through the firewall ([`Catalogue::prepare`]).
+    pub async fn call_prepared(
+        &self,
+        ctx: &ToolContext,
+        prepared: PreparedCall<'_>,
+    ) -> ToolOutcome {
+        let PreparedCall {
+            name,
+            entry,
+            arguments,
+            refusal,
+            ..
+        } = prepared;
         let started = Timestamp::now();
         let clock = Instant::now();
-        let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments));
-        let refusal = entry.check(name, &arguments).err();
         let args = match &arguments {
             serde_json::Value::Object(_) => match PyValue::from(&arguments) {
                 PyValue::Object(object) => object,
@@ -765,6 +812,17 @@ mod tests {
         check(&permissive, "bernstein_status", json!({"extra": 1}), true);
         check(&permissive, "bernstein_status", json!({}), true);
         check(&permissive, "no_such_tool", json!({}), false);
+        // The firewall's verdict is taken once, when the call is prepared, and a name the
+        // catalogue does not serve prepares nothing.
+        assert!(strict.prepare("no_such_tool", json!({})).is_none());
+        let refused = strict
+            .prepare("bernstein_status", json!({"extra": 1}))
+            .unwrap();
+        assert!(!refused.admitted() && refused.refusal.is_some());
+        let warned = permissive
+            .prepare("bernstein_status", json!({"extra": 1}))
+            .unwrap();
+        assert!(warned.admitted() && warned.refusal.is_some());
     }
 
     /// A settled task-augmented `bernstein_run` is shaped by its output schema: the bare

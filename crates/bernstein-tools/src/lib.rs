@@ -79,7 +79,7 @@ mod spec;
 mod tools;
 
 pub use backend::{Backend, BackendKind, CancelAnswer, GateAnswer, Settled};
-pub use catalogue::{Catalogue, relative_to_root};
+pub use catalogue::{Catalogue, PreparedCall, relative_to_root};
 pub use config::{Tier, ToolConfig, Validation};
 pub use context::{CallMeta, ProgressSink, ProgressTick, ToolContext};
 pub use error::Error;
