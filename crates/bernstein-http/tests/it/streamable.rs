@@ -18,6 +18,26 @@ fn meta_2026() -> Value {
     })
 }
 
+/// A response the dispatcher names no call id for is labelled with the request's
+/// content-derived span id: a `tools/call` refused before its tool runs (whose id is derived
+/// only then) exactly as any other request.
+#[tokio::test]
+async fn a_request_with_no_call_id_is_labelled_with_its_content_derived_span() {
+    let server = Server::bearer().await;
+    for request in [
+        json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"no_such_tool","arguments":{"a":1}}}),
+        json!({"jsonrpc":"2.0","id":"t","method":"tools/call","params":{"name":"bernstein_status","arguments":[]}}),
+        json!({"jsonrpc":"2.0","id":8,"method":"tools/list"}),
+    ] {
+        let reply = server.call(&request).await;
+        assert_eq!(
+            reply.header("x-bernstein-span-id"),
+            Some(bernstein_mcp_core::ids::request_span_id(&request).as_str()),
+            "{request}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_worked_example_sequence_answers_with_card_meter_and_prompts() {
     let server = Server::bearer().await;
