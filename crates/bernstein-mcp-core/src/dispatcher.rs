@@ -1573,12 +1573,12 @@ impl Accepted {
     /// Dispatches the message; progress notifications go to `notify`. `None` when nothing is
     /// to be sent.
     ///
-    /// The request's future is the call boundary: a panic in a handler is answered -32603 with
-    /// the request's id, and a request still running after its hard timeout
-    /// ([`Limits::timeout_for`]) is stopped and answered -32603. Either way the client gets an
-    /// answer and the call leaves its stream. The work runs inside this future rather than as a
-    /// task of its own: every transport already runs each request as its own task, so another
-    /// task would add an allocation and a hand-off between tasks to every call and nothing else.
+    /// The request runs as its own task, which is the call boundary: a panic in a handler is
+    /// answered -32603 with the request's id, and a request still running after its hard
+    /// timeout ([`Limits::timeout_for`]) is stopped and answered -32603. Either way the client
+    /// gets an answer and the call leaves its stream. The task is what lets the timeout fire:
+    /// work that blocks its thread in place (a store lock or an fsync behind `block_in_place`)
+    /// never returns from its poll, so a timeout polled in the same future would wait with it.
     pub async fn respond(self, notify: Arc<dyn NotificationSink>) -> Option<JsonValue> {
         let (id, method, params, in_flight, slot) = match self.work {
             Work::Ready(answer) => return answer,
@@ -1593,21 +1593,25 @@ impl Accepted {
         let dispatcher = self.dispatcher;
         let limit = dispatcher.hard_timeout(&method, params.as_ref());
         let call_id = id.clone();
-        // Whoever stops waiting for the answer (the timeout below, or a transport dropping this
-        // future) drops the work with it, so it releases its stream entry and slot.
-        let work = CatchPanic(Box::pin(async move {
+        let mut task = tokio::spawn(async move {
             let response = dispatcher
                 .respond_request(call_id, method, params, in_flight, notify)
                 .await;
             drop(slot);
             response
-        }));
-        let error = match tokio::time::timeout(limit, work).await {
+        });
+        // Whoever stops waiting for the answer (the timeout below, or a transport dropping this
+        // future) stops the work too, so it releases its stream entry and slot.
+        let _stop_on_drop = AbortOnDrop(task.abort_handle());
+        let error = match tokio::time::timeout(limit, &mut task).await {
             Ok(Ok(response)) => return Some(response),
-            Ok(Err(panic)) => {
-                let said = panic_message(panic.as_ref());
-                tracing::error!(request_id = %id, "a request handler panicked: {said}");
+            Ok(Err(err)) if err.is_panic() => {
+                tracing::error!(request_id = %id, "a request handler panicked: {err}");
                 RpcError::internal("Internal error: the request handler failed unexpectedly")
+            }
+            Ok(Err(err)) => {
+                tracing::error!(request_id = %id, "a request handler did not complete: {err}");
+                RpcError::internal("Internal error: the request handler did not complete")
             }
             Err(_) => {
                 tracing::warn!(request_id = %id, "request timed out after {limit:?}");
@@ -1626,34 +1630,14 @@ impl Accepted {
     }
 }
 
-/// A request's work that answers a panic in any of its polls as its output instead of
-/// unwinding into the transport's task, the way a task of its own would report it.
-struct CatchPanic<F>(std::pin::Pin<Box<F>>);
+/// Aborts a spawned request when dropped (a no-op once it finished). Work stuck inside a
+/// blocking call stops at its next await.
+struct AbortOnDrop(tokio::task::AbortHandle);
 
-impl<F: std::future::Future> std::future::Future for CatchPanic<F> {
-    type Output = std::result::Result<F::Output, Box<dyn std::any::Any + Send>>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        // The inner future is never polled again after it panicked: the panic is the output.
-        let inner = self.0.as_mut();
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(std::task::Poll::Ready(output)) => std::task::Poll::Ready(Ok(output)),
-            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-            Err(panic) => std::task::Poll::Ready(Err(panic)),
-        }
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
-}
-
-/// The text a panic was raised with, when it was raised with text.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message")
 }
 
 /// Runs blocking file work on the blocking pool, so a slow or never-ending read (a FIFO where a
