@@ -93,12 +93,18 @@ where
                     // does not read stops this loop too.
                     accepted.respond_text(Arc::clone(&sink)).await
                 } else {
+                    // The call takes its answer's place in the queue before it starts, so a
+                    // client that leaves its answers unread stops this loop once the queue is
+                    // full, however fast the calls end; a call answered and waiting for room
+                    // would hold no request slot, and the loop would read on.
+                    let Ok(place) = lines.clone().reserve_owned().await else {
+                        // The writer is gone only when the client stopped reading.
+                        break Ok(());
+                    };
                     let sink = Arc::clone(&sink);
-                    let lines = lines.clone();
                     calls.spawn(async move {
                         if let Some(response) = accepted.respond_text(sink).await {
-                            // The writer is gone only when the client stopped reading.
-                            let _ = lines.send(response).await;
+                            place.send(response);
                         }
                     });
                     None

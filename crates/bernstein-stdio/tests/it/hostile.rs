@@ -120,6 +120,43 @@ async fn a_flood_that_never_reads_stops_the_reader_and_loses_no_answer() {
     session.server.await.unwrap().unwrap();
 }
 
+/// The reader stops for a client that never reads even when no cap ever refuses a request
+/// and every call ends at once: each call takes its answer's place in the outbox before it
+/// starts, so the reader waits once the outbox is full, whatever the race between reading and
+/// answering. Before, only a "server busy" refusal sent from the reading loop stopped it, and
+/// with caps that never refuse the server read the whole flood and held every answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_that_never_reads_stops_the_reader_even_when_no_cap_refuses() {
+    const FLOOD: usize = 20_000;
+    let mut session = Session::start_with(|b| {
+        b.limits(Limits {
+            max_in_flight_per_stream: 1 << 20,
+            max_in_flight: 1 << 20,
+            ..Limits::default()
+        })
+    });
+    let (written, task) = flood(&mut session, FLOOD, |id| {
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")
+    });
+    let stalled = wait_for_stall(&written, FLOOD, || {}).await;
+    assert!(
+        stalled.is_some(),
+        "the server read all {FLOOD} requests although none of its answers was read"
+    );
+    let mut answered = HashSet::new();
+    while answered.len() < FLOOD {
+        let message = tokio::time::timeout(Duration::from_secs(60), session.next_message())
+            .await
+            .expect("the answers stopped coming");
+        let id = message["id"].as_u64().expect("an answer with a numeric id");
+        assert!(answered.insert(id), "id {id} answered twice");
+        assert_eq!(message["result"], json!({}), "{message}");
+    }
+    task.await.unwrap();
+    assert!(session.from_server.next_line().await.unwrap().is_none());
+    session.server.await.unwrap().unwrap();
+}
+
 /// Set in the child process that measures memory alone (see the test below).
 const MEMORY_CHILD_VAR: &str = "BERNSTEIN_STDIO_MEMORY_CHILD";
 
