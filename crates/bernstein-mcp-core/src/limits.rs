@@ -25,7 +25,10 @@ pub struct Limits {
     /// wins. A request past it is answered -32603 and its work is dropped.
     pub call_timeout: Duration,
     /// How many outgoing messages a transport queues for a stream before it stops reading that
-    /// stream's input (backpressure on a client that does not read its answers).
+    /// stream's input (backpressure on a client that does not read its answers). On stdio
+    /// every running call holds one place for its answer, so keep it above
+    /// `max_in_flight_per_stream`: the stream's input is then still read (a cancel, a ping)
+    /// while that many calls run.
     pub outbox_messages: usize,
     /// How long a transport whose input ended waits for the calls still running before it
     /// cancels them.
