@@ -78,10 +78,11 @@ async fn wait_for_stall(
     panic!("the flood neither finished nor stalled within a minute");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flood_that_never_reads_stops_the_reader_and_loses_no_answer() {
+/// Floods `session` with `FLOOD` pings it never reads, asserts the server stopped reading
+/// short of the end, then reads on: every ping is answered exactly once, by a result or by a
+/// "server busy" refusal. Returns how many were refused busy.
+async fn flood_pings_unread_then_read_every_answer(mut session: Session) -> usize {
     const FLOOD: usize = 20_000;
-    let mut session = Session::start();
     let (written, task) = flood(&mut session, FLOOD, |id| {
         format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")
     });
@@ -90,8 +91,6 @@ async fn a_flood_that_never_reads_stops_the_reader_and_loses_no_answer() {
         stalled.is_some(),
         "the server read all {FLOOD} requests although none of its answers was read"
     );
-    // Reading resumes the flow: every request is answered exactly once, by a result or by a
-    // "server busy" refusal.
     let mut answered = HashSet::new();
     let mut busy = 0;
     while answered.len() < FLOOD {
@@ -118,6 +117,12 @@ async fn a_flood_that_never_reads_stops_the_reader_and_loses_no_answer() {
     task.await.unwrap();
     assert!(session.from_server.next_line().await.unwrap().is_none());
     session.server.await.unwrap().unwrap();
+    busy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_that_never_reads_stops_the_reader_and_loses_no_answer() {
+    flood_pings_unread_then_read_every_answer(Session::start()).await;
 }
 
 /// The reader stops for a client that never reads even when no cap ever refuses a request
@@ -127,34 +132,15 @@ async fn a_flood_that_never_reads_stops_the_reader_and_loses_no_answer() {
 /// with caps that never refuse the server read the whole flood and held every answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_that_never_reads_stops_the_reader_even_when_no_cap_refuses() {
-    const FLOOD: usize = 20_000;
-    let mut session = Session::start_with(|b| {
+    let session = Session::start_with(|b| {
         b.limits(Limits {
             max_in_flight_per_stream: 1 << 20,
             max_in_flight: 1 << 20,
             ..Limits::default()
         })
     });
-    let (written, task) = flood(&mut session, FLOOD, |id| {
-        format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")
-    });
-    let stalled = wait_for_stall(&written, FLOOD, || {}).await;
-    assert!(
-        stalled.is_some(),
-        "the server read all {FLOOD} requests although none of its answers was read"
-    );
-    let mut answered = HashSet::new();
-    while answered.len() < FLOOD {
-        let message = tokio::time::timeout(Duration::from_secs(60), session.next_message())
-            .await
-            .expect("the answers stopped coming");
-        let id = message["id"].as_u64().expect("an answer with a numeric id");
-        assert!(answered.insert(id), "id {id} answered twice");
-        assert_eq!(message["result"], json!({}), "{message}");
-    }
-    task.await.unwrap();
-    assert!(session.from_server.next_line().await.unwrap().is_none());
-    session.server.await.unwrap().unwrap();
+    let busy = flood_pings_unread_then_read_every_answer(session).await;
+    assert_eq!(busy, 0, "a cap that never refuses refused a ping");
 }
 
 /// Set in the child process that measures memory alone (see the test below).
