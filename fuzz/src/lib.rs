@@ -284,8 +284,13 @@ pub fn firewall(data: &[u8]) {
     let Ok(arguments) = serde_json::from_slice::<JsonValue>(rest) else {
         return;
     };
-    let admitted = catalogue.admits(name, &arguments);
-    assert_eq!(catalogue.admits(name, &arguments), admitted, "{name}");
+    let admits = |arguments: &JsonValue| {
+        catalogue
+            .prepare(name, arguments.clone())
+            .is_some_and(|prepared| prepared.admitted())
+    };
+    let admitted = admits(&arguments);
+    assert_eq!(admits(&arguments), admitted, "{name}");
     let denied = firewall::deny_rules(&firewall::drop_nulls(arguments.clone()));
     assert_eq!(
         firewall::deny_rules(&firewall::drop_nulls(arguments)),

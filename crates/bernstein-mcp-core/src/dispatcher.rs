@@ -1150,7 +1150,7 @@ impl Dispatcher {
             }
             // `is_callable` passed above, so the catalogue serves the name; answered as the
             // catalogue answers a name it does not serve all the same.
-            None => ToolOutcome::error_text(format!("Unknown tool: {name}")),
+            None => Catalogue::unknown_tool(name),
         };
         drop(in_flight);
         let (level, said) = if outcome.cancelled {

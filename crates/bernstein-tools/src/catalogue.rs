@@ -253,19 +253,12 @@ impl Catalogue {
         self.tools.iter().find(|spec| spec.name == name)
     }
 
-    /// Whether a `tools/call` of `name` with `arguments` would reach its handler: the name is
-    /// callable and the input firewall does not refuse the arguments (in permissive mode a
-    /// refusal is only a warning, so the call is admitted). The dispatcher anchors only admitted
-    /// calls: bad input changes nothing on disk, not even the call journal.
-    pub fn admits(&self, name: &str, arguments: &serde_json::Value) -> bool {
-        self.prepare(name, arguments.clone())
-            .is_some_and(|prepared| prepared.admitted())
-    }
-
     /// A `tools/call` of `name` passed through the input firewall once, to be asked whether it
-    /// is admitted ([`PreparedCall::admitted`]) and then run ([`Catalogue::call_prepared`])
-    /// without checking the arguments a second time. `None` for a name the catalogue does not
-    /// serve.
+    /// is admitted ([`PreparedCall::admitted`]: the firewall passes the arguments, or only warns
+    /// in permissive mode) and then run ([`Catalogue::call_prepared`]) without checking the
+    /// arguments a second time. The dispatcher anchors only admitted calls: bad input changes
+    /// nothing on disk, not even the call journal. `None` for a name the catalogue does not
+    /// serve, which [`Catalogue::unknown_tool`] answers.
     pub fn prepare(&self, name: &str, arguments: serde_json::Value) -> Option<PreparedCall<'_>> {
         let (name, entry) = self.entries.get_key_value(name)?;
         let arguments = drop_unsupplied(name, firewall::drop_nulls(arguments));
@@ -321,8 +314,14 @@ impl Catalogue {
     ) -> ToolOutcome {
         match self.prepare(name, arguments) {
             Some(prepared) => self.call_prepared(ctx, prepared).await,
-            None => ToolOutcome::error_text(format!("Unknown tool: {name}")),
+            None => Catalogue::unknown_tool(name),
         }
+    }
+
+    /// The answer to a `tools/call` of a name the catalogue does not serve (unknown, out of
+    /// tier, or a disabled alias): the reference's `Unknown tool: <name>` tool error.
+    pub fn unknown_tool(name: &str) -> ToolOutcome {
+        ToolOutcome::error_text(format!("Unknown tool: {name}"))
     }
 
     /// [`Catalogue::call`] for a call already through the firewall ([`Catalogue::prepare`]).
@@ -797,7 +796,9 @@ mod tests {
         .unwrap();
         let check = |catalogue: &Catalogue, name: &str, arguments: serde_json::Value, expect| {
             assert_eq!(
-                catalogue.admits(name, &arguments),
+                catalogue
+                    .prepare(name, arguments.clone())
+                    .is_some_and(|prepared| prepared.admitted()),
                 expect,
                 "{:?} {name} {arguments}",
                 catalogue.config().validation
