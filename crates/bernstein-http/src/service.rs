@@ -607,7 +607,7 @@ impl Shared {
         stateless: bool,
         accept: Acceptable,
     ) -> Response<ResponseBody> {
-        let fallback_span = FallbackSpan::of(&method, &message);
+        let fallback_span = request_span_id(&message);
         let scope = CallScope::new();
         let registration = self.in_flight.register(id.clone(), scope.clone());
         let accepted = self.dispatcher.accept(message, &scope);
@@ -638,7 +638,7 @@ impl Shared {
                 event = receiver.recv() => match event {
                     Some(Event::CallId(id)) => call_id = Some(id),
                     Some(Event::Notification(notification)) if accept.sse => {
-                        let span = call_id.clone().unwrap_or_else(|| finish.fallback_span.span_id());
+                        let span = call_id.clone().unwrap_or_else(|| finish.fallback_span.clone());
                         let first = sse_event("message", None, &notification.to_string());
                         let stream = CallStream {
                             first: Some(first),
@@ -670,36 +670,8 @@ struct Finish {
     shared: Arc<Shared>,
     method: String,
     stateless: bool,
-    fallback_span: FallbackSpan,
+    fallback_span: String,
     id: RequestId,
-}
-
-/// The span id a response is labelled with when the dispatcher names no call id: the
-/// request's content-derived id ([`request_span_id`]).
-enum FallbackSpan {
-    Known(String),
-    /// A `tools/call`'s request, kept to derive the id from only if it is needed: the
-    /// dispatcher names the call id of every call that reaches its tool, so the id is almost
-    /// never needed, and deriving it (the message as Python-JSON, hashed) costs several times
-    /// what keeping a copy does.
-    Deferred(JsonValue),
-}
-
-impl FallbackSpan {
-    fn of(method: &str, message: &JsonValue) -> FallbackSpan {
-        if method == "tools/call" {
-            FallbackSpan::Deferred(message.clone())
-        } else {
-            FallbackSpan::Known(request_span_id(message))
-        }
-    }
-
-    fn span_id(&self) -> String {
-        match self {
-            FallbackSpan::Known(span) => span.clone(),
-            FallbackSpan::Deferred(message) => request_span_id(message),
-        }
-    }
 }
 
 /// The bytes a response starts with room for: a run handle's answer (about 1.6 KB) is then
@@ -752,7 +724,7 @@ impl Finish {
         call_id: Option<String>,
         accept: Acceptable,
     ) -> Response<ResponseBody> {
-        let span = call_id.unwrap_or_else(|| self.fallback_span.span_id());
+        let span = call_id.unwrap_or_else(|| self.fallback_span.clone());
         let mut response = if accept.json {
             let mut response = Response::new(full(text));
             response
@@ -839,7 +811,7 @@ fn poll_call(stream: &mut CallStream, cx: &mut Context<'_>) -> Next {
                 let span = stream
                     .call_id
                     .clone()
-                    .unwrap_or_else(|| stream.finish.fallback_span.span_id());
+                    .unwrap_or_else(|| stream.finish.fallback_span.clone());
                 Next::Data(sse_event("message", Some(&span), &text))
             }
             Poll::Pending => Next::Pending,
