@@ -45,7 +45,9 @@
 //! both fsyncs of its group succeeded; when the entries cannot be written, every call of the group
 //! gets the error and all its rows are taken back. A process killed between a group's two writes
 //! leaves up to [`MAX_GROUP`] rows without entries, which step 4 records as abandoned; the journal
-//! writer keeps that many recent rows of each event for it.
+//! writer keeps that many recent rows of each event for it. After a group of several calls the
+//! committer thread gives the next group up to [`GATHER_WINDOW`] to grow as large; after a group
+//! of one it waits for nothing.
 //!
 //! [`reconstruct_call_order`] reads the order back from the audit chain alone, counting an
 //! abandoned index as used (reported, not a gap).
@@ -110,6 +112,14 @@ pub struct AnchoredCall {
 /// between a group's rows and its audit entries leaves rows the next group can settle.
 pub const MAX_GROUP: usize = RECENT_ROWS_PER_EVENT;
 
+/// How long the committer thread waits, at most, for a group to fill up once calls are
+/// arriving together (see [`commit_queued`]). Each group costs two fsyncs whatever its size;
+/// under load the groups alternated between dozens of calls and a single one, whose two fsyncs
+/// anchored one call. Waiting this long for the calls already on their way costs a lone call
+/// nothing (nothing is waited for after a group of one) and a loaded server at most this much
+/// latency per group.
+pub const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// The anchoring run of a dispatcher: its journal writer and the audit chain.
 #[derive(Debug)]
 pub struct Anchor {
@@ -130,7 +140,7 @@ pub struct Anchor {
 
 /// What an [`Anchor`] shares with its committer thread: the thread holds this and only a weak
 /// reference to the anchor, so dropping the anchor ends the thread.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     /// The calls waiting for the next group commit, and the results of committed groups.
     queue: Mutex<GroupQueue>,
@@ -139,6 +149,8 @@ struct Shared {
     /// Signalled when a call is queued by [`Anchor::anchor_queued`] or left waiting after a
     /// commit, and when the anchor is dropped: wakes the committer thread.
     work: Condvar,
+    /// [`GATHER_WINDOW`], or what a test sets instead.
+    gather_window: std::time::Duration,
 }
 
 /// Who waits for a queued call's result.
@@ -301,7 +313,12 @@ impl Anchor {
                 journal: writer,
                 settled: None,
             }),
-            shared: Arc::new(Shared::default()),
+            shared: Arc::new(Shared {
+                queue: Mutex::default(),
+                committed: Condvar::new(),
+                work: Condvar::new(),
+                gather_window: GATHER_WINDOW,
+            }),
             committer: std::sync::OnceLock::new(),
         })
     }
@@ -873,7 +890,14 @@ impl Shared {
 
 /// The committer thread of [`Anchor::anchor_queued`]: commits a group whenever calls wait and
 /// no thread of [`Anchor::anchor`] is committing one, until the anchor is dropped.
+///
+/// After a group of several calls, the next group is given up to the shared gather window
+/// ([`GATHER_WINDOW`]) to grow to that size before it is committed: calls that arrived together
+/// are answered together and come back together, so the first to return would otherwise take
+/// two fsyncs alone while the rest queue behind it. After a group of one nothing is waited for,
+/// so a lone client's calls are committed as soon as they arrive.
 fn commit_queued(shared: &Shared, anchor: &std::sync::Weak<Anchor>) {
+    let mut last_group = 0usize;
     let mut queue = shared.lock();
     loop {
         if queue.closed {
@@ -886,6 +910,7 @@ fn commit_queued(shared: &Shared, anchor: &std::sync::Weak<Anchor>) {
                 .unwrap_or_else(PoisonError::into_inner);
             continue;
         }
+        queue = gather(shared, queue, last_group.min(MAX_GROUP));
         drop(queue);
         // The anchor is held only while a group is committed, so dropping it ends the thread.
         let Some(anchor) = anchor.upgrade() else {
@@ -893,6 +918,7 @@ fn commit_queued(shared: &Shared, anchor: &std::sync::Weak<Anchor>) {
         };
         let queue_again = shared.lock();
         if !queue_again.waiting.is_empty() && !queue_again.committing {
+            last_group = queue_again.waiting.len().min(MAX_GROUP);
             drop(anchor.commit_front(shared, queue_again));
         } else {
             drop(queue_again);
@@ -902,6 +928,31 @@ fn commit_queued(shared: &Shared, anchor: &std::sync::Weak<Anchor>) {
         drop(anchor);
         queue = shared.lock();
     }
+}
+
+/// Waits until `want` calls are queued, the gather window has passed, or the anchor is dropped,
+/// whichever comes first; returns at once when `want` is one or fewer.
+fn gather<'q>(
+    shared: &'q Shared,
+    mut queue: MutexGuard<'q, GroupQueue>,
+    want: usize,
+) -> MutexGuard<'q, GroupQueue> {
+    if want <= 1 {
+        return queue;
+    }
+    let deadline = std::time::Instant::now() + shared.gather_window;
+    while !queue.closed && queue.waiting.len() < want {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        queue = shared
+            .work
+            .wait_timeout(queue, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+    queue
 }
 
 /// One anchored call as the audit chain records it (or one abandoned call: its index was used
@@ -1401,6 +1452,90 @@ mod tests {
         assert_eq!(journal.rows.len() as u64, CALLS + 1);
         assert!(verify_run_journal(dir.path(), "mcp-calls").unwrap().ok());
         assert!(anchor.audit_chain().verify().ok());
+    }
+
+    /// An anchor whose committer gathers for `window` instead of [`GATHER_WINDOW`].
+    fn anchor_gathering_for(root: &Path, window: std::time::Duration) -> Arc<Anchor> {
+        let mut anchor = Anchor::open(root, "mcp-calls", key()).unwrap();
+        Arc::get_mut(&mut anchor.shared)
+            .expect("no committer shares the queue yet")
+            .gather_window = window;
+        Arc::new(anchor)
+    }
+
+    /// Queues one call from a task.
+    fn anchor_in_task(
+        anchor: &Arc<Anchor>,
+        n: u64,
+    ) -> tokio::task::JoinHandle<Result<AnchoredCall>> {
+        let anchor = Arc::clone(anchor);
+        let params = json!({"name": "bernstein_health", "arguments": {"n": n}});
+        tokio::spawn(async move { anchor.anchor_queued("tools/call", Some(&params)).await })
+    }
+
+    /// After a group of two, the committer waits for the next group to hold two calls before it
+    /// commits it: a lone call stays queued (here the window is a minute) until a second one
+    /// joins it, and then both are committed in one group, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_a_group_of_several_the_next_group_gathers_as_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = anchor_gathering_for(dir.path(), std::time::Duration::from_secs(60));
+        anchor_in_task(&anchor, 0).await.unwrap().unwrap();
+        // A group of two: both calls queue while the group before them waits for the lock.
+        let lock = hold_chain_lock(dir.path());
+        let first = anchor_in_task(&anchor, 1);
+        wait_for_lock_waiter(&audit_dir(dir.path()).join(audit::LOCK_FILE_NAME));
+        let pair = [anchor_in_task(&anchor, 2), anchor_in_task(&anchor, 3)];
+        wait_for_queue(&anchor, 2);
+        lock.unlock().unwrap();
+        assert_eq!(first.await.unwrap().unwrap().call_index, 1);
+        let mut indices = Vec::new();
+        for task in pair {
+            indices.push(task.await.unwrap().unwrap().call_index);
+        }
+        indices.sort_unstable();
+        assert_eq!(indices, [2, 3]);
+        let before = anchor.group_stats();
+        assert_eq!((before.groups, before.largest), (3, 2), "{before:?}");
+
+        let lone = anchor_in_task(&anchor, 4);
+        while !lone.is_finished() && anchor.group_stats().waiting == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(
+            !lone.is_finished(),
+            "a lone call after a group of two was not gathered"
+        );
+        assert_eq!(anchor.group_stats().groups, before.groups);
+        let second = anchor_in_task(&anchor, 5);
+        assert_eq!(lone.await.unwrap().unwrap().call_index, 4);
+        assert_eq!(second.await.unwrap().unwrap().call_index, 5);
+        let after = anchor.group_stats();
+        assert_eq!(after.groups, before.groups + 1, "{after:?}");
+        let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
+        assert!(order.ok(), "{:?}", order.problems);
+        let indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
+        assert_eq!(indices, (0..=5).collect::<Vec<_>>());
+    }
+
+    /// A lone client is never kept waiting: after a group of one nothing is gathered, so one
+    /// call after another is answered at once even with a gather window of a minute.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lone_client_is_never_kept_waiting_for_a_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = anchor_gathering_for(dir.path(), std::time::Duration::from_secs(60));
+        for n in 0..5 {
+            let answered = tokio::time::timeout(
+                std::time::Duration::from_secs(20),
+                anchor_in_task(&anchor, n),
+            )
+            .await
+            .expect("a lone call waited for a group to gather");
+            assert_eq!(answered.unwrap().unwrap().call_index, n);
+        }
+        let stats = anchor.group_stats();
+        assert_eq!((stats.groups, stats.largest), (5, 1), "{stats:?}");
     }
 
     /// Calls queued by tasks ([`Anchor::anchor_queued`]) are committed by the committer thread
