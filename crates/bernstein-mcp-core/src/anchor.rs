@@ -1480,25 +1480,10 @@ mod tests {
     async fn after_a_group_of_several_the_next_group_gathers_as_many() {
         let dir = tempfile::tempdir().unwrap();
         let anchor = anchor_gathering_for(dir.path(), std::time::Duration::from_secs(60));
-        anchor_in_task(&anchor, 0).await.unwrap().unwrap();
-        // A group of two: both calls queue while the group before them waits for the lock.
-        let lock = hold_chain_lock(dir.path());
-        let first = anchor_in_task(&anchor, 1);
-        wait_for_lock_waiter(&audit_dir(dir.path()).join(audit::LOCK_FILE_NAME));
-        let pair = [anchor_in_task(&anchor, 2), anchor_in_task(&anchor, 3)];
-        wait_for_queue(&anchor, 2);
-        lock.unlock().unwrap();
-        assert_eq!(first.await.unwrap().unwrap().call_index, 1);
-        let mut indices = Vec::new();
-        for task in pair {
-            indices.push(task.await.unwrap().unwrap().call_index);
-        }
-        indices.sort_unstable();
-        assert_eq!(indices, [2, 3]);
+        let next = commit_a_pair(&anchor, dir.path()).await;
         let before = anchor.group_stats();
-        assert_eq!((before.groups, before.largest), (3, 2), "{before:?}");
 
-        let lone = anchor_in_task(&anchor, 4);
+        let lone = anchor_in_task(&anchor, next);
         while !lone.is_finished() && anchor.group_stats().waiting == 0 {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
@@ -1508,15 +1493,53 @@ mod tests {
             "a lone call after a group of two was not gathered"
         );
         assert_eq!(anchor.group_stats().groups, before.groups);
-        let second = anchor_in_task(&anchor, 5);
-        assert_eq!(lone.await.unwrap().unwrap().call_index, 4);
-        assert_eq!(second.await.unwrap().unwrap().call_index, 5);
+        let second = anchor_in_task(&anchor, next + 1);
+        assert_eq!(lone.await.unwrap().unwrap().call_index, next);
+        assert_eq!(second.await.unwrap().unwrap().call_index, next + 1);
         let after = anchor.group_stats();
         assert_eq!(after.groups, before.groups + 1, "{after:?}");
         let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
         assert!(order.ok(), "{:?}", order.problems);
         let indices: Vec<u64> = order.calls.iter().map(|c| c.call_index).collect();
         assert_eq!(indices, (0..=5).collect::<Vec<_>>());
+    }
+
+    /// Makes the anchor's last group one of two calls: both queue while the group before them
+    /// waits for the chain lock. Returns the next call index.
+    async fn commit_a_pair(anchor: &Arc<Anchor>, root: &Path) -> u64 {
+        anchor_in_task(anchor, 0).await.unwrap().unwrap();
+        let lock = hold_chain_lock(root);
+        let first = anchor_in_task(anchor, 1);
+        wait_for_lock_waiter(&audit_dir(root).join(audit::LOCK_FILE_NAME));
+        let pair = [anchor_in_task(anchor, 2), anchor_in_task(anchor, 3)];
+        wait_for_queue(anchor, 2);
+        lock.unlock().unwrap();
+        assert_eq!(first.await.unwrap().unwrap().call_index, 1);
+        let mut indices = Vec::new();
+        for task in pair {
+            indices.push(task.await.unwrap().unwrap().call_index);
+        }
+        indices.sort_unstable();
+        assert_eq!(indices, [2, 3]);
+        let stats = anchor.group_stats();
+        assert_eq!((stats.groups, stats.largest), (3, 2), "{stats:?}");
+        4
+    }
+
+    /// The gather window bounds the wait: after a group of two, a lone call that nobody joins
+    /// is committed alone once the window (here 50 ms) has passed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gathering_group_is_committed_alone_when_the_window_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let anchor = anchor_gathering_for(dir.path(), std::time::Duration::from_millis(50));
+        let next = commit_a_pair(&anchor, dir.path()).await;
+        let lone = anchor_in_task(&anchor, next);
+        let answered = tokio::time::timeout(std::time::Duration::from_secs(30), lone)
+            .await
+            .expect("a lone call was held past the gather window");
+        assert_eq!(answered.unwrap().unwrap().call_index, next);
+        let stats = anchor.group_stats();
+        assert_eq!(stats.groups, 4, "{stats:?}");
     }
 
     /// A lone client is never kept waiting: after a group of one nothing is gathered, so one
