@@ -1493,9 +1493,16 @@ mod tests {
             "a lone call after a group of two was not gathered"
         );
         assert_eq!(anchor.group_stats().groups, before.groups);
+        // The group is full once the second call joins: it is committed then, not when the
+        // minute-long window closes.
         let second = anchor_in_task(&anchor, next + 1);
-        assert_eq!(lone.await.unwrap().unwrap().call_index, next);
-        assert_eq!(second.await.unwrap().unwrap().call_index, next + 1);
+        let full = std::time::Duration::from_secs(20);
+        let lone = tokio::time::timeout(full, lone)
+            .await
+            .expect("a full group waited for the gather window to close");
+        assert_eq!(lone.unwrap().unwrap().call_index, next);
+        let second = tokio::time::timeout(full, second).await.unwrap();
+        assert_eq!(second.unwrap().unwrap().call_index, next + 1);
         let after = anchor.group_stats();
         assert_eq!(after.groups, before.groups + 1, "{after:?}");
         let order = reconstruct_call_order(&audit_dir(dir.path()), &key(), "mcp-calls");
